@@ -1,0 +1,365 @@
+"""Lower a tiled S-TIR PrimFunc to a TileProgram: one kernel per statement under the root block.
+
+Inside a kernel, every block is lowered the same way (no pattern library): its iteration
+variables become tile expressions over the kernel's axes (kernel_scope.py), every access becomes
+an offset with a mask (accesses.py), every expression the same expression on tiles (exprs.py).
+Reductions accumulate in registers: the accumulator opens before the outermost serial loop that
+walks the reduction and is stored after it (reductions.py). Intermediates used by one kernel only
+stay in registers when every read uses the index it was written with; intermediates shared by
+kernels go through global scratch tensors that the launcher allocates.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from tir_passes.errors import UnsupportedConstructError
+from tir_passes.pass_util import root_block, source_line, top_level_statements
+
+from . import reductions
+from .accesses import Condition, choose_conditions, conjuncts, needs_int64, offset_expr
+from .exprs import check_dtype, lower_expr
+from .kernel_scope import KernelScope, build_scope, python_name, role_of
+from .tile_ir import (Assign, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg,
+                      Scalar, ScalarArg, ScratchBuffer, Store, TileKernel, TileProgram)
+
+
+def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes: tuple[str, ...] = (),
+                  allow_tf32: bool = False) -> TileProgram:
+    params = tuple(_param_spec(func, p) for p in func.params)
+    shape_vars = _shape_var_names(func)
+    statements = top_level_statements(func)
+    users = _kernels_using(root_block(func).alloc_buffers, statements)
+    scratch_bufs = [b for b in root_block(func).alloc_buffers if len(users[b.name]) > 1]
+    register_bufs = {b.name for b in root_block(func).alloc_buffers if len(users[b.name]) <= 1}
+    globals_ = [p for p in func.params if tirx.is_buffer_var(p)] + scratch_bufs
+    scalars = {p.name: p for p in func.params if not tirx.is_buffer_var(p)}
+    kernels = []
+    for index, stmt in enumerate(statements):
+        lowering = KernelLowering(func, f"{python_name(name)}_kernel{index}", globals_, register_bufs, scalars,
+                                  shape_vars, allow_tf32)
+        kernels.append(lowering.lower(stmt))
+    scratch = tuple(ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs)
+    return TileProgram(python_name(name), params, tuple(shape_vars), scratch, tuple(kernels), source_hash, passes)
+
+
+def _param_spec(func: tirx.PrimFunc, param) -> ParamSpec:
+    if not tirx.is_buffer_var(param):
+        return ParamSpec(param.name, "scalar", str(param.ty.dtype))
+    written = set()
+    tvm_ffi.structural_walk(func.body, (tirx.BufferStore, lambda s: written.add(s.buffer.name)))
+    shape = tuple(int(d.value) if isinstance(d, tirx.IntImm) else str(d) for d in param.shape)
+    return ParamSpec(param.name, "buffer", str(param.dtype), shape, param.name in written)
+
+
+def _shape_var_names(func: tirx.PrimFunc) -> list[str]:
+    names: list[str] = []
+    for param in func.params:
+        if tirx.is_buffer_var(param):
+            for dim in param.shape:
+                found: list = []
+                tvm_ffi.structural_walk(dim, (tirx.Var, found.append))
+                names += [v.name for v in found if v.name not in names]
+    return names
+
+
+def _lower_shape_scalar(expr) -> Expr:
+    if isinstance(expr, tirx.IntImm):
+        return Const(int(expr.value), "int32")
+    if isinstance(expr, tirx.Var):
+        return Scalar(expr.name, "int32")
+    raise UnsupportedConstructError(f"scratch buffer dimension {expr} must be a constant or a shape variable")
+
+
+def _kernels_using(buffers, statements) -> dict[str, set[int]]:
+    users: dict[str, set[int]] = {b.name: set() for b in buffers}
+    for index, stmt in enumerate(statements):
+        def note(node, index=index):
+            buf = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+            if buf.name in users:
+                users[buf.name].add(index)
+        tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, note), (tvm.ir.TensorLoad, note)])
+    return users
+
+
+class KernelLowering:
+    """Lowers one kernel: holds its scope, the statements emitted so far and its registers."""
+
+    def __init__(self, func, name, global_buffers, register_buffers, scalar_params, shape_vars, allow_tf32=False):
+        self.func = func
+        self.allow_tf32 = allow_tf32
+        self.name = name
+        self.global_buffers = {b.name: b for b in global_buffers}
+        self.register_buffers = register_buffers
+        self.scalar_params = scalar_params
+        self.shape_vars = set(shape_vars)
+        self.used_buffers: list[str] = []
+        self.used_scalars: list[str] = []
+        self.registers: dict[tuple, Reg] = {}   # (buffer, lowered indices) -> register value
+        self.emitted: list[list] = [[]]
+        self.block_names: list[str] = []
+        self.block_env: dict[int, Expr] = {}
+        self.conditions: list[Condition] = []
+        self.location = name
+        self.scope: KernelScope | None = None
+        self.reductions = reductions.ReductionState()
+        self.counter = 0
+
+    # --- the walk ----------------------------------------------------------------------
+    def lower(self, stmt: tirx.Stmt) -> TileKernel:
+        self.location = source_line(stmt) or self.name
+        self.scope, body = build_scope(stmt, self.lower_scalar, self.location)
+        self._bind_all_blocks(stmt)
+        self.lower_stmt(body)
+        first = self.scope.grid_loops[0] if self.scope.grid_loops else stmt
+        annotations = first.annotations if isinstance(first, tirx.For) else {}
+        return TileKernel(
+            name=self.name,
+            source_blocks=tuple(self.block_names),
+            buffers=tuple(BufferArg(n, str(self.global_buffers[n].dtype), len(self.global_buffers[n].shape)) for n in self._ordered_buffers()),
+            scalars=tuple(ScalarArg(n, self._scalar_dtype(n)) for n in self.used_scalars),
+            dims=tuple(self.scope.dims),
+            grid=tuple(self.scope.grid),
+            group_m=int(annotations["tile.group_m"]) if "tile.group_m" in annotations else None,
+            num_warps=int(annotations.get("tile.num_warps", 4)),
+            num_stages=int(annotations.get("tile.num_stages", 2)),
+            body=tuple(self.emitted[0]),
+            int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
+        )
+
+    def _ordered_buffers(self) -> list[str]:
+        return [n for n in self.global_buffers if n in self.used_buffers]
+
+    def _scalar_dtype(self, name: str) -> str:
+        param = self.scalar_params.get(name)
+        return str(param.ty.dtype) if param is not None else "int32"
+
+    def _bind_all_blocks(self, stmt) -> None:
+        realizes: list = []
+        tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, realizes.append))
+        for realize in realizes:
+            for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+                self.scope.analyzer.bind(iv.var, value)
+
+    def emit(self, stmt) -> None:
+        self.emitted[-1].append(stmt)
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        return f"{python_name(base)}_{self.counter}"
+
+    def lower_stmt(self, stmt) -> None:
+        if isinstance(stmt, tirx.SeqStmt):
+            for child in stmt.seq:
+                self.lower_stmt(child)
+        elif isinstance(stmt, tirx.For):
+            self._lower_for(stmt)
+        elif isinstance(stmt, s_tir.SBlockRealize):
+            self._lower_realize(stmt)
+        elif isinstance(stmt, tirx.While):
+            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: a data-dependent while "
+                                            "loop cannot become a Triton kernel (loop trip counts must be known at launch)")
+        else:
+            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: statement "
+                                            f"{type(stmt).__name__} `{str(stmt).strip()[:80]}` has no Triton mapping")
+
+    def _lower_for(self, loop: tirx.For) -> None:
+        if loop.kind == tirx.ForKind.THREAD_BINDING:
+            raise UnsupportedConstructError(f"{source_line(loop) or self.location}: loop {loop.loop_var.name} is bound "
+                                            "to a GPU thread; the Triton path expects a Tiling-annotated nest, not a CUDA schedule")
+        plan = self.scope.plan(loop)
+        if plan.kind == "tile":
+            self.lower_stmt(loop.body)
+            return
+        if plan.kind == "grid":
+            raise UnsupportedConstructError(f"{self.location}: grid loop {loop.loop_var.name} is not among the kernel's outermost loops")
+        opened = self.reductions.open_for_loop(self, loop)
+        start = Const(0, "int32") if plan.partner_of else self.lower_scalar(loop.min)
+        stop = plan.count if plan.partner_of else Binary("+", start, plan.count, "int32", ())
+        self.emitted.append([])
+        self.lower_stmt(loop.body)
+        body = self.emitted.pop()
+        self.emit(Loop(plan.name, start, stop, tuple(body)))
+        self.reductions.close(self, opened)
+
+    # --- blocks ---------------------------------------------------------------------------
+    def _lower_realize(self, realize: s_tir.SBlockRealize) -> None:
+        block = realize.block
+        if block.alloc_buffers or block.match_buffers:
+            raise UnsupportedConstructError(f"{self.location}: block '{block.name_hint}' allocates or matches buffers; "
+                                            "only the root block may allocate")
+        self.block_names.append(block.name_hint)
+        self.location = self._block_location(block)
+        self.emit(Comment(f"block {block.name_hint}" + (f" ({self.location})" if ":" in self.location else "")))
+        with self.block_context(realize):
+            if any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars):
+                self.reductions.lower_block(self, realize)
+            else:
+                if block.init is not None:
+                    raise UnsupportedConstructError(f"{self.location}: block '{block.name_hint}' has T.init but no reduction axis")
+                self.lower_body(block.body)
+
+    def _block_location(self, block) -> str:
+        stores: list = []
+        tvm_ffi.structural_walk(block.body, (tirx.BufferStore, stores.append))
+        line = source_line(stores[0]) if stores else None
+        return line or f"{self.name}, block '{block.name_hint}'"
+
+    def block_context(self, realize):
+        lowering = self
+
+        class _Context:
+            def __enter__(self_inner):
+                lowering.saved = (lowering.block_env, lowering.conditions)
+                lowering.block_env = {}
+                for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+                    lowering.block_env[iv.var.__chandle__()] = lower_expr(lowering, value)
+                lowering.conditions = lowering.block_conditions(realize)
+                self_inner.scope = lowering.scope.analyzer.constraint_scope(realize.predicate)
+                self_inner.scope.__enter__()
+
+            def __exit__(self_inner, *exc):
+                self_inner.scope.__exit__(*exc)
+                lowering.block_env, lowering.conditions = lowering.saved
+                return False
+
+        return _Context()
+
+    def block_conditions(self, realize) -> list[Condition]:
+        conditions: list[Condition] = []
+        for dim in self.scope.dims:
+            if dim.even:
+                continue
+            plan = next(p for p in self.scope.plans.values() if p.kind == "tile" and p.name == dim.name)
+            if not self._block_uses_loop(realize, plan.loop):
+                continue
+            conditions.append(self._tail_condition(plan, dim))
+        for cond in conjuncts(realize.predicate):
+            tile = lower_expr(self, cond)
+            if all(tile != c.tile for c in conditions):
+                conditions.append(Condition(cond, tile))
+        return conditions
+
+    def _block_uses_loop(self, realize, loop) -> bool:
+        found: list = []
+        for value in realize.iter_values:
+            tvm_ffi.structural_walk(value, (tirx.Var, found.append))
+        return any(v.same_as(loop.loop_var) for v in found)
+
+    def _tail_condition(self, plan, dim) -> Condition:
+        """The tile axis's tail mask, with its TIR form (`outer * B + inner < extent`) for proofs."""
+        loop = plan.loop
+        outer = next((p.loop for p in self.scope.plans.values() if p.partner_of == dim.name), None)
+        position = loop.loop_var if outer is None else outer.loop_var * loop.extent + loop.loop_var
+        extent_tir = loop.annotations.get("tile.extent", loop.extent) if outer is not None else loop.extent
+        if isinstance(extent_tir, int):
+            extent_tir = tirx.const(extent_tir, "int32")
+        return Condition(position < extent_tir, dim.tail)
+
+    def lower_body(self, stmt, guards: tuple = ()) -> None:
+        if isinstance(stmt, tirx.SeqStmt):
+            for child in stmt.seq:
+                self.lower_body(child, guards)
+        elif isinstance(stmt, tirx.BufferStore):
+            self.store(stmt, lower_expr(self, stmt.value, guards), guards)
+        elif isinstance(stmt, tirx.IfThenElse):
+            self.lower_body(stmt.then_case, guards + (stmt.condition,))
+            if stmt.else_case is not None:
+                self.lower_body(stmt.else_case, guards + (tirx.Not(stmt.condition),))
+        elif isinstance(stmt, s_tir.SBlockRealize):
+            raise UnsupportedConstructError(f"{self.location}: nested blocks are not supported")
+        else:
+            self.lower_stmt(stmt)
+
+    # --- ExprContext ----------------------------------------------------------------------
+    def where(self) -> str:
+        return self.location
+
+    def merge_dims(self, *dims_list: tuple[str, ...]) -> tuple[str, ...]:
+        present = {d for dims in dims_list for d in dims}
+        return tuple(d for d in self.scope.dim_order() if d in present)
+
+    def proven_non_negative(self, expr) -> bool:
+        return bool(self.scope.analyzer.can_prove(expr >= 0))
+
+    def variable(self, var: tirx.Var) -> Expr:
+        key = var.__chandle__()
+        if key in self.block_env:
+            return self.block_env[key]
+        substitute = self.scope.substitute(var) if self.scope else None
+        if substitute is not None:
+            return substitute
+        if var.name in self.scalar_params or var.name in self.shape_vars:
+            if var.name not in self.used_scalars:
+                self.used_scalars.append(var.name)
+            return Scalar(var.name, str(var.ty.dtype))
+        raise UnsupportedConstructError(f"{self.location}: variable {var.name} is not a loop, block or parameter variable")
+
+    def lower_scalar(self, expr) -> Expr:
+        if isinstance(expr, int):  # annotation values arrive as Python ints
+            return Const(int(expr), "int32")
+        return lower_expr(self, expr)
+
+    def indices(self, indices, guards) -> list[Expr]:
+        return [lower_expr(self, i, guards) for i in indices]
+
+    def access_conditions(self, buf, indices_tir, dims, guards) -> list[Condition]:
+        conditions = self.conditions + [Condition(g, lower_expr(self, g)) for g in guards]
+        return choose_conditions(conditions, dims, indices_tir, buf.shape, self.scope.analyzer)
+
+    def load(self, load: tvm.ir.TensorLoad, guards: tuple) -> Expr:
+        buf = load.source
+        indices = self.indices(load.indices, guards)
+        register = self.registers.get((buf.name, tuple(indices)))
+        if register is not None:
+            return register
+        if buf.name in self.register_buffers:
+            raise UnsupportedConstructError(
+                f"{self.location}: intermediate {buf.name} is read at [{', '.join(map(str, load.indices))}], which no "
+                "earlier block of this kernel wrote with the same index; it cannot stay in registers")
+        check_dtype(str(buf.dtype), f"buffer {buf.name}", self.location)
+        self._use_buffer(buf.name)
+        dims = self.merge_dims(*(i.dims for i in indices))
+        offset = offset_expr(indices, buf.name, needs_int64(buf), self.merge_dims)
+        chosen = self.access_conditions(buf, list(load.indices), dims, guards)
+        mask = tuple(c.tile for c in chosen)
+        dims = self.merge_dims(dims, *(m.dims for m in mask))
+        offset = self._broadcast_offset(offset, dims)
+        return Load(buf.name, offset, mask, str(buf.dtype), dims)
+
+    def _broadcast_offset(self, offset: Expr, dims: tuple[str, ...]) -> Expr:
+        missing = tuple(d for d in dims if d not in offset.dims)
+        if not missing:
+            return offset
+        return Binary("+", offset, Const(0, offset.dtype, missing), offset.dtype, dims)
+
+    def _use_buffer(self, name: str) -> None:
+        if name not in self.used_buffers:
+            self.used_buffers.append(name)
+
+    def store(self, store: tirx.BufferStore, value: Expr, guards: tuple = ()) -> None:
+        buf = store.buffer
+        indices = self.indices(store.indices, guards)
+        dims = self.merge_dims(*(i.dims for i in indices))
+        if not set(value.dims) <= set(dims):
+            extra = ", ".join(d for d in value.dims if d not in dims)
+            raise UnsupportedConstructError(f"{self.location}: the value stored to {buf.name} varies along tile axes "
+                                            f"({extra}) that its index does not; is a reduction axis marked spatial?")
+        value = value if value.dtype == str(buf.dtype) else reductions.cast(value, str(buf.dtype))
+        if buf.name in self.register_buffers:
+            if guards:
+                raise UnsupportedConstructError(f"{self.location}: a conditional write to intermediate {buf.name} cannot stay in registers")
+            name = self.fresh(buf.name)
+            self.emit(Assign(name, value, str(buf.dtype), dims))
+            self.registers[(buf.name, tuple(indices))] = Reg(name, str(buf.dtype), dims)
+            return
+        self._use_buffer(buf.name)
+        offset = offset_expr(indices, buf.name, needs_int64(buf), self.merge_dims)
+        chosen = self.access_conditions(buf, list(store.indices), dims, guards)
+        outside = [c for c in chosen if not set(c.dims) <= set(dims)]
+        if outside:
+            raise UnsupportedConstructError(f"{self.location}: the store to {buf.name} is guarded by `{outside[0].tir}`, "
+                                            "which varies along axes its index does not")
+        self.emit(Store(buf.name, offset, value, tuple(c.tile for c in chosen)))

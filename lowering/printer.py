@@ -1,0 +1,62 @@
+"""A deterministic, readable text form of a TileProgram (written next to the IR dumps)."""
+
+from __future__ import annotations
+
+from .tile_ir import (Arange, Assign, Binary, Cast, Comment, Const, Dot, Load, Loop, Reduce, Reg, Scalar, Store,
+                      TileProgram, Unary, Where)
+
+
+def format_expr(expr) -> str:
+    if isinstance(expr, Const):
+        return repr(expr.value) + (f"<{','.join(expr.dims)}>" if expr.dims else "")
+    if isinstance(expr, (Scalar, Reg)):
+        return expr.name
+    if isinstance(expr, Arange):
+        return f"arange({expr.block})@{expr.dim}"
+    if isinstance(expr, Unary):
+        return f"{expr.op}({format_expr(expr.x)})"
+    if isinstance(expr, Binary):
+        return f"({format_expr(expr.a)} {expr.op} {format_expr(expr.b)})"
+    if isinstance(expr, Where):
+        return f"where({format_expr(expr.cond)}, {format_expr(expr.a)}, {format_expr(expr.b)})"
+    if isinstance(expr, Cast):
+        return f"{expr.dtype}({format_expr(expr.x)})"
+    if isinstance(expr, Load):
+        mask = " if " + " & ".join(format_expr(m) for m in expr.mask) if expr.mask else ""
+        return f"{expr.buffer}[{format_expr(expr.offset)}{mask}]"
+    if isinstance(expr, Reduce):
+        return f"{expr.kind}({format_expr(expr.x)}, over {','.join(expr.axes)})"
+    if isinstance(expr, Dot):
+        return f"dot({format_expr(expr.a)}, {format_expr(expr.b)}, acc={format_expr(expr.acc)}, {expr.precision})"
+    raise TypeError(type(expr).__name__)
+
+
+def _format_stmt(stmt, indent: str, lines: list[str]) -> None:
+    if isinstance(stmt, Comment):
+        lines.append(f"{indent}# {stmt.text}")
+    elif isinstance(stmt, Assign):
+        lines.append(f"{indent}{stmt.name}: {stmt.dtype}<{','.join(stmt.dims)}> = {format_expr(stmt.value)}")
+    elif isinstance(stmt, Store):
+        mask = " if " + " & ".join(format_expr(m) for m in stmt.mask) if stmt.mask else ""
+        lines.append(f"{indent}{stmt.buffer}[{format_expr(stmt.offset)}] = {format_expr(stmt.value)}{mask}")
+    elif isinstance(stmt, Loop):
+        lines.append(f"{indent}for {stmt.var} in range({format_expr(stmt.start)}, {format_expr(stmt.stop)}):")
+        for child in stmt.body:
+            _format_stmt(child, indent + "    ", lines)
+
+
+def format_program(program: TileProgram) -> str:
+    lines = [f"program {program.name}  (source hash {program.source_hash})",
+             "  params: " + ", ".join(f"{p.name}: {p.dtype}{list(p.shape) if p.kind == 'buffer' else ''}" for p in program.params)]
+    for scratch in program.scratch:
+        lines.append(f"  scratch {scratch.name}: {scratch.dtype}[{', '.join(format_expr(d) for d in scratch.shape)}]")
+    for kernel in program.kernels:
+        lines.append(f"kernel {kernel.name}  (blocks {', '.join(kernel.source_blocks)}; warps {kernel.num_warps}, stages {kernel.num_stages})")
+        lines.append("  grid: " + (" x ".join(f"{a.var}[{format_expr(a.count)}]" for a in kernel.grid) or "1")
+                     + (f"  grouped by {kernel.group_m}" if kernel.group_m else ""))
+        for dim in kernel.dims:
+            extent = format_expr(dim.extent) if dim.extent is not None else "?"
+            lines.append(f"  axis {dim.name}: {dim.block}={dim.default} over extent {extent}{' (no tail)' if dim.even else ''}")
+        for stmt in kernel.body:
+            _format_stmt(stmt, "  ", lines)
+    return "\n".join(lines) + "\n"

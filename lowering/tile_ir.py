@@ -1,0 +1,238 @@
+"""TileProgram: the small tile-level IR between S-TIR and Triton source.
+
+Frozen dataclasses, so values compare and hash by structure (the code generator uses that for
+common-subexpression naming). Every expression knows its `dims`: the tile axes it varies over,
+as an ordered subset of its kernel's axes (an empty tuple is a scalar). Broadcasting between
+values of different dims is explicit in the printer and in the generated code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+# --- expressions ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Const:
+    value: object  # int, float or bool
+    dtype: str
+    dims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar by name: a kernel argument (shape variable, scalar parameter) or a loop index."""
+
+    name: str
+    dtype: str
+    dims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Arange:
+    """`tl.arange(0, BLOCK)` laid along one tile axis."""
+
+    dim: str
+    block: str
+    dtype: str = "int32"
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        return (self.dim,)
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # neg, not, bitnot, exp, exp2, log, log2, sqrt, rsqrt, abs, floor, ceil, sin, cos, erf, tanh, sigmoid, ...
+    x: "Expr"
+    dtype: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str  # + - * / // % truncdiv truncmod floordiv floormod min max < <= > >= == != and or & | ^ << >>
+    a: "Expr"
+    b: "Expr"
+    dtype: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Where:
+    cond: "Expr"
+    a: "Expr"
+    b: "Expr"
+    dtype: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Cast:
+    x: "Expr"
+    dtype: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Load:
+    buffer: str
+    offset: "Expr"
+    mask: tuple["Expr", ...]  # conjuncts; empty means unmasked
+    dtype: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Reg:
+    """A value held in registers under a kernel-local name (accumulators, fused intermediates)."""
+
+    name: str
+    dtype: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Reduce:
+    kind: str  # sum, max, min
+    x: "Expr"
+    axes: tuple[str, ...]
+    dtype: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Dot:
+    """acc + a @ b over one reduction axis; `m`, `k`, `n` name the tile axes."""
+
+    a: "Expr"
+    b: "Expr"
+    acc: "Expr"
+    m: str
+    k: str
+    n: str
+    precision: str  # ieee or tf32 (float32 inputs); ignored for 16-bit inputs
+    dtype: str
+    dims: tuple[str, ...]
+
+
+Expr = Const | Scalar | Arange | Unary | Binary | Where | Cast | Load | Reg | Reduce | Dot
+
+
+# --- statements ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Assign:
+    name: str
+    value: Expr
+    dtype: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Store:
+    buffer: str
+    offset: Expr
+    value: Expr
+    mask: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    start: Expr
+    stop: Expr
+    body: tuple["Stmt", ...]
+
+
+@dataclass(frozen=True)
+class Comment:
+    text: str
+
+
+Stmt = Assign | Store | Loop | Comment
+
+
+# --- kernels and programs ------------------------------------------------------------------
+@dataclass(frozen=True)
+class BufferArg:
+    name: str
+    dtype: str
+    ndim: int
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class GridAxis:
+    """One factor of the launch grid: `count` programs along a loop; `var` names its index."""
+
+    var: str
+    count: Expr  # a scalar expression of scalar arguments and block sizes
+
+
+@dataclass(frozen=True)
+class TileDim:
+    name: str
+    block: str        # constexpr name
+    default: int      # the tiling pass's block size
+    extent: Expr | None   # extent before the split (None: an unsplit tile loop)
+    even: bool        # extent is a multiple of every allowed block size: no mask needed
+    index: Expr | None = None   # the axis's positions: start + arange(BLOCK)
+    tail: Expr | None = None    # index < extent, unless even
+    hoisted: bool = False       # index depends on program ids only (computed once per program)
+
+
+@dataclass(frozen=True)
+class TileKernel:
+    name: str
+    source_blocks: tuple[str, ...]
+    buffers: tuple[BufferArg, ...]
+    scalars: tuple[ScalarArg, ...]
+    dims: tuple[TileDim, ...]
+    grid: tuple[GridAxis, ...]
+    group_m: int | None
+    num_warps: int
+    num_stages: int
+    body: tuple[Stmt, ...]
+    int64_buffers: tuple[str, ...] = ()
+
+    @property
+    def block_sizes(self) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for dim in self.dims:
+            sizes.setdefault(dim.block, dim.default)
+        return sizes
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A PrimFunc parameter as the launcher checks it: shape entries are ints or variable names
+    (or an expression string over them), in the PrimFunc's order."""
+
+    name: str
+    kind: str  # buffer or scalar
+    dtype: str
+    shape: tuple[object, ...] = ()
+    written: bool = False
+
+
+@dataclass(frozen=True)
+class ScratchBuffer:
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class TileProgram:
+    name: str
+    params: tuple[ParamSpec, ...]
+    shape_vars: tuple[str, ...]
+    scratch: tuple[ScratchBuffer, ...]
+    kernels: tuple[TileKernel, ...]
+    source_hash: str
+    passes: tuple[str, ...] = field(default=())

@@ -1,0 +1,218 @@
+"""Run a PrimFunc on the CPU (TVM's `llvm` build) on seeded random data, and compare results.
+
+This is the reference every stage and every generated kernel is checked against: the input
+PrimFunc, built by TVM itself. Symbolic shape variables are bound to small odd sizes first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .errors import UnsupportedConstructError
+
+# small odd sizes for symbolic shape variables, taken in parameter order
+SYMBOLIC_SIZES = (37, 19, 23, 29, 31, 13, 11, 7)
+
+TOLERANCES = {  # (rtol, atol) per dtype of a compared output
+    "float64": (1e-9, 1e-9),
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (3e-2, 3e-2),
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+def tolerance_for(dtype: str, scale: float = 1.0) -> Tolerance:
+    rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
+    return Tolerance(rtol * scale, atol * scale)
+
+
+def buffer_params(func: tirx.PrimFunc) -> list:
+    return [p for p in func.params if tirx.is_buffer_var(p)]
+
+
+def shape_vars(func: tirx.PrimFunc) -> list[tirx.Var]:
+    """Symbolic variables in buffer shapes, in order of first appearance."""
+    seen: list[tirx.Var] = []
+    for buf in buffer_params(func):
+        for dim in buf.shape:
+            for var in _vars_in(dim):
+                if not any(var.same_as(s) for s in seen):
+                    seen.append(var)
+    return seen
+
+
+def _vars_in(expr) -> list:
+    found: list = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
+    return found
+
+
+def specialize_shapes(func: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> tirx.PrimFunc:
+    """Bind every symbolic shape variable (by name) to a concrete size."""
+    bindings = {}
+    for index, var in enumerate(shape_vars(func)):
+        size = (sizes or {}).get(var.name, SYMBOLIC_SIZES[index % len(SYMBOLIC_SIZES)])
+        bindings[var] = tirx.const(size, var.ty.dtype)
+    scalar_shape_params = [p for p in func.params if not tirx.is_buffer_var(p) and p in bindings]
+    mapping = {p: bindings[p] for p in scalar_shape_params}
+    mapping.update({buf: _specialized_buffer(buf, bindings) for buf in buffer_params(func) if _vars_in_shape(buf)})
+    return func.specialize(mapping) if mapping else func
+
+
+def _vars_in_shape(buf) -> bool:
+    return any(_vars_in(dim) for dim in buf.shape)
+
+
+def _specialized_buffer(buf, bindings):
+    shape = [tvm.sym.Analyzer().simplify(tvm_ffi.structural_map(d, (tirx.Var, lambda v: bindings.get(v, v)))) for d in buf.shape]
+    return tirx.decl_buffer(shape, buf.dtype, buf.name, layout=None)
+
+
+def written_buffers(func: tirx.PrimFunc) -> set[str]:
+    names: set[str] = set()
+    tvm_ffi.structural_walk(func.body, (tirx.BufferStore, lambda s: names.add(s.buffer.name)))
+    return names
+
+
+def random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    if dtype.startswith("float") or dtype == "bfloat16":
+        return rng.standard_normal(shape).astype("float32" if dtype == "bfloat16" else dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.startswith("uint"):
+        return rng.integers(0, 16, shape).astype(dtype)
+    if dtype.startswith("int"):
+        return rng.integers(-8, 9, shape).astype(dtype)
+    raise UnsupportedConstructError(f"no random data generator for dtype {dtype}")
+
+
+def static_shape(buf) -> tuple[int, ...]:
+    dims = []
+    for dim in buf.shape:
+        if not isinstance(dim, tirx.IntImm):
+            raise UnsupportedConstructError(f"buffer {buf.name} still has a symbolic dimension {dim}")
+        dims.append(int(dim.value))
+    return tuple(dims)
+
+
+def make_inputs(func: tirx.PrimFunc, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random contents for every buffer parameter (outputs too: some accumulate)."""
+    rng = np.random.default_rng(seed)
+    return {buf.name: random_array(static_shape(buf), buf.dtype, rng) for buf in buffer_params(func)}
+
+
+def scalar_arguments(func: tirx.PrimFunc, concrete: tirx.PrimFunc) -> dict[str, object]:
+    """Values for non-buffer parameters: shape variables by their bound size, others fixed."""
+    values: dict[str, object] = {}
+    bound = {v.name: None for v in shape_vars(func)}
+    for param in func.params:
+        if tirx.is_buffer_var(param):
+            continue
+        dtype = param.ty.dtype
+        if param.name in bound:
+            values[param.name] = _bound_size(func, concrete, param)
+        elif dtype.startswith("float"):
+            values[param.name] = 0.75
+        else:
+            values[param.name] = 3
+    return values
+
+
+def _bound_size(func, concrete, var) -> int:
+    for buf, cbuf in zip(buffer_params(func), buffer_params(concrete)):
+        for dim, cdim in zip(buf.shape, cbuf.shape):
+            if isinstance(dim, tirx.Var) and dim.same_as(var):
+                return int(cdim.value)
+    raise UnsupportedConstructError(f"shape variable {var.name} is not a whole dimension of any buffer")
+
+
+def run_llvm(func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars: dict[str, object] | None = None) -> dict[str, np.ndarray]:
+    """Build `func` (static shapes) for the CPU, run it on copies of `arrays`, return all buffers."""
+    executable = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    tensors, args = {}, []
+    for param in func.params:
+        if tirx.is_buffer_var(param):
+            tensors[param.name] = tvm.runtime.tensor(np.array(arrays[param.name], copy=True), tvm.cpu(0))
+            args.append(tensors[param.name])
+        else:
+            args.append((scalars or {})[param.name])
+    executable["main"](*args)
+    return {name: tensor.numpy() for name, tensor in tensors.items()}
+
+
+def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: str, scale: float = 1.0) -> str | None:
+    """None when equal within the dtype's tolerance, else a one-paragraph description."""
+    if expected.shape != actual.shape:
+        return f"{name}: shape {actual.shape} != expected {expected.shape}"
+    if not (dtype.startswith("float") or dtype == "bfloat16"):
+        bad = np.argwhere(expected != actual)
+        if len(bad):
+            idx = tuple(int(i) for i in bad[0])
+            return f"{name}: {len(bad)} of {expected.size} elements differ (bit-exact dtype {dtype}); first at {idx}: got {actual[idx]}, expected {expected[idx]}"
+        return None
+    exp64, act64 = expected.astype("float64"), actual.astype("float64")
+    nan_exp, nan_act = np.isnan(exp64), np.isnan(act64)
+    if (nan_exp != nan_act).any():
+        idx = tuple(int(i) for i in np.argwhere(nan_exp != nan_act)[0])
+        return f"{name}: NaN positions differ; first at {idx}: got {actual[idx]}, expected {expected[idx]}"
+    inf_exp, inf_act = np.isinf(exp64), np.isinf(act64)
+    if (inf_exp != inf_act).any() or (exp64[inf_exp] != act64[inf_act]).any():
+        return f"{name}: Inf positions or signs differ"
+    finite = ~(nan_exp | inf_exp)
+    tol = tolerance_for(dtype, scale)
+    diff = np.abs(exp64 - act64)
+    limit = tol.atol + tol.rtol * np.abs(exp64)
+    bad = np.argwhere(finite & (diff > limit))
+    if len(bad):
+        idx = tuple(int(i) for i in bad[0])
+        return (f"{name}: {len(bad)} of {expected.size} elements differ beyond rtol={tol.rtol} atol={tol.atol}; "
+                f"first at {idx}: got {actual[idx]}, expected {expected[idx]} (max abs diff {diff[finite].max():.3g})")
+    return None
+
+
+@dataclass
+class ReferenceRun:
+    """The input PrimFunc's CPU results on one seeded data set, reused for every stage."""
+
+    func: tirx.PrimFunc
+    concrete: tirx.PrimFunc
+    inputs: dict[str, np.ndarray]
+    scalars: dict[str, object]
+    outputs: dict[str, np.ndarray]
+    written: set[str]
+
+    @classmethod
+    def of(cls, func: tirx.PrimFunc, seed: int = 0, sizes: dict[str, int] | None = None) -> "ReferenceRun":
+        concrete = specialize_shapes(func, sizes)
+        inputs = make_inputs(concrete, seed)
+        scalars = scalar_arguments(func, concrete)
+        outputs = run_llvm(concrete, inputs, {k: v for k, v in scalars.items() if any(p.name == k for p in concrete.params)})
+        return cls(func, concrete, inputs, scalars, outputs, written_buffers(func))
+
+    def mismatches(self, results: dict[str, np.ndarray], scale: float = 1.0) -> list[str]:
+        dtypes = {b.name: b.dtype for b in buffer_params(self.concrete)}
+        problems = []
+        for name in sorted(self.outputs):
+            expected = self.outputs[name]
+            problem = compare_arrays(name, expected, results[name], dtypes[name], scale)
+            if problem:
+                problems.append(problem)
+        return problems
+
+
+def stage_results(reference: ReferenceRun, stage: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Run a later stage of the same function on the reference's inputs."""
+    concrete = specialize_shapes(stage, sizes)
+    scalars = {k: v for k, v in reference.scalars.items() if any(p.name == k for p in concrete.params)}
+    return run_llvm(concrete, reference.inputs, scalars)

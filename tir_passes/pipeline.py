@@ -1,0 +1,199 @@
+"""The pass pipeline: an ordered list of named S-TIR -> S-TIR passes, and the driver that runs it
+with dumps, diffs, timing and verification after every pass.
+
+Order, and why:
+  HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
+  RemoveUnitLoops   no extent-1 loops: each remaining loop becomes a grid, tile or serial axis
+  Tiling            decides program ids, tile axes and reduction loops (needs the clean nests)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import tvm
+
+from .errors import FrontendError, PassError, TirTritonError, VerificationError, first_line
+from .hoist_allocations import HoistAllocations
+from .instrument import StageRecorder
+from .numerics import ReferenceRun
+from .pass_util import take_raised_error
+from .remove_unit_loops import RemoveUnitLoops
+from .tiling import Tiling
+from . import dump, verify
+
+CHECKS = ("well_formed", "round_trip", "purity", "bounds", "numerics")
+
+# passes whose reproducer can rebuild them by import path
+KNOWN_PASSES = {
+    "HoistAllocations": "tir_passes.hoist_allocations:HoistAllocations",
+    "RemoveUnitLoops": "tir_passes.remove_unit_loops:RemoveUnitLoops",
+    "Tiling": "tir_passes.tiling:Tiling",
+}
+
+
+def default_pipeline(gpu: str = "H200") -> list[tvm.transform.Pass]:
+    return [
+        HoistAllocations(),
+        RemoveUnitLoops(),
+        Tiling(gpu),
+    ]
+
+
+def pass_names(passes: Sequence[tvm.transform.Pass]) -> list[str]:
+    return [p.info.name for p in passes]
+
+
+@dataclass
+class StageRecord:
+    index: int
+    name: str
+    changed: bool
+    seconds: float
+    checks: dict[str, str] = field(default_factory=dict)
+    verify_seconds: float = 0.0
+    dump_path: str | None = None
+    diff: str = ""
+
+
+@dataclass
+class PipelineResult:
+    module: tvm.IRModule
+    stages: list[StageRecord]
+    input_module: tvm.IRModule
+
+
+def select_passes(passes: Sequence[tvm.transform.Pass], disable: Sequence[str] = (),
+                  stop_after: str | None = None) -> list[tvm.transform.Pass]:
+    names = pass_names(passes)
+    for name in list(disable) + ([stop_after] if stop_after else []):
+        if name not in names:
+            raise FrontendError(f"no pass named '{name}' in the pipeline (passes: {', '.join(names)})")
+    chosen = []
+    for p in passes:
+        if p.info.name not in disable:
+            chosen.append(p)
+        if p.info.name == stop_after:
+            break
+    return chosen
+
+
+def run_pipeline(mod: tvm.IRModule, passes: Sequence[tvm.transform.Pass] | None = None, *,
+                 dump_dir: str | None = None, checks: Sequence[str] = (), disable: Sequence[str] = (),
+                 stop_after: str | None = None) -> PipelineResult:
+    """Run `passes` (default: default_pipeline()) on `mod`, verifying `checks` after each pass."""
+    unknown = [c for c in checks if c not in CHECKS]
+    if unknown:
+        raise FrontendError(f"unknown verification check(s) {unknown}; known: {', '.join(CHECKS)}")
+    chosen = select_passes(passes if passes is not None else default_pipeline(), disable, stop_after)
+    if dump_dir:
+        dump.prepare_dump_dir(dump_dir)
+        dump.write_stage(dump_dir, 0, "input", mod.script(), True)
+    reference = ReferenceRun.of(mod["main"]) if "numerics" in checks else None
+    recorder = StageRecorder(mod.script(), dump_dir)
+    records: list[StageRecord] = []
+    input_mod = mod
+    for pass_ in chosen:
+        before = mod
+        fingerprint = verify.structural_fingerprint(before) if "purity" in checks else 0
+        # NOTE: only the pass runs under the recorder: the checks build with tvm.compile,
+        # whose own ~50 passes must not become stages
+        with tvm.transform.PassContext(opt_level=3, instruments=[recorder]):
+            mod = _apply(pass_, before)
+        observed = recorder.stages[-1]
+        record = StageRecord(observed.index, observed.name, observed.changed, observed.seconds,
+                             dump_path=observed.dump_path, diff=observed.diff)
+        records.append(record)
+        _verify_stage(record, before, mod, fingerprint, checks, reference, dump_dir, input_mod)
+    return PipelineResult(mod, records, input_mod)
+
+
+def _apply(pass_: tvm.transform.Pass, mod: tvm.IRModule) -> tvm.IRModule:
+    take_raised_error()
+    try:
+        return pass_(mod)
+    except Exception as err:  # noqa: BLE001 - rewrap whatever the pass raised, with its name
+        original = take_raised_error() or err
+        if isinstance(original, TirTritonError):
+            raise original from None
+        raise PassError(pass_.info.name, f"{type(original).__name__}: {first_line(original)}") from None
+
+
+def _run_check(check: str, before, after, fingerprint, reference) -> list[str]:
+    if check == "well_formed":
+        return verify.check_well_formed(after)
+    if check == "round_trip":
+        return verify.check_round_trip(after)
+    if check == "purity":
+        return verify.check_purity(before, fingerprint)
+    if check == "bounds":
+        return verify.check_bounds(after)
+    return verify.check_numerics(reference, after)
+
+
+def _verify_stage(record, before, after, fingerprint, checks, reference, dump_dir, input_mod) -> None:
+    for check in CHECKS:
+        if check not in checks:
+            continue
+        started = time.perf_counter()
+        problems = _run_check(check, before, after, fingerprint, reference)
+        record.verify_seconds += time.perf_counter() - started
+        if problems:
+            record.checks[check] = "FAILED"
+            artifacts = write_failure_artifacts(dump_dir, record, check, input_mod, before, after)
+            raise VerificationError(record.name, check, "\n".join(problems[:10]), artifacts)
+        record.checks[check] = "ok"
+
+
+def write_failure_artifacts(dump_dir, record, check, input_mod, before, after) -> str:
+    folder = os.path.join(dump_dir, f"failure_{record.index:02d}_{record.name}") if dump_dir \
+        else tempfile.mkdtemp(prefix=f"tir-triton-failure-{record.name}-")
+    os.makedirs(folder, exist_ok=True)
+    for name, mod in (("input", input_mod), ("before", before), ("after", after)):
+        with open(os.path.join(folder, f"{name}.py"), "w") as handle:
+            handle.write(mod.script())
+    with open(os.path.join(folder, "reproduce.py"), "w") as handle:
+        handle.write(_reproducer(record.name, check))
+    return folder
+
+
+def _reproducer(pass_name: str, check: str) -> str:
+    import_path = KNOWN_PASSES.get(pass_name)
+    if import_path:
+        module, factory = import_path.split(":")
+        make_pass = f"from {module} import {factory}\nPASS = {factory}()"
+    else:
+        make_pass = f"PASS = None  # put the pass '{pass_name}' here (it is not one of tir_passes')"
+    return f'''"""Reproduce: pass {pass_name} fails the '{check}' check. Run: python reproduce.py"""
+import os
+
+import tvm
+
+from tir_passes import verify
+from tir_passes.numerics import ReferenceRun
+
+{make_pass}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(name):
+    with open(os.path.join(HERE, name + ".py")) as handle:
+        return tvm.script.from_source(handle.read())
+
+
+before, reference_input = load("before"), load("input")
+after = PASS(before) if PASS is not None else load("after")
+checks = {{
+    "well_formed": lambda: verify.check_well_formed(after),
+    "round_trip": lambda: verify.check_round_trip(after),
+    "purity": lambda: verify.check_purity(before, verify.structural_fingerprint(load("before"))),
+    "bounds": lambda: verify.check_bounds(after),
+    "numerics": lambda: verify.check_numerics(ReferenceRun.of(reference_input["main"]), after),
+}}
+problems = checks["{check}"]()
+print("\\n".join(problems) if problems else "check passes")
+'''

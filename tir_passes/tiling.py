@@ -1,0 +1,294 @@
+"""Tiling: decide, in the IR, how each kernel's loops map onto Triton programs and tiles.
+
+Every statement under the root block becomes one kernel. For a perfect loop nest around one
+block, each loop gets a role, written as loop annotations so the dump shows the decision and the
+llvm build still runs the loops serially:
+
+  {"tile.role": "grid"}     the loop's iterations are spread over program ids
+  {"tile.role": "serial"}   a loop inside each program (reduction loops that do not fit a tile)
+  {"tile.role": "tile", "tile.block": "BLOCK_M", "tile.extent": E, "tile.outer": "i_0"}
+                            a tile axis: `tl.arange(0, BLOCK_M)`; E is the extent before the
+                            split and "tile.outer" names the split's outer loop, so the lowering
+                            can index and mask any block size, not only the default
+
+Tiled loops are split (outer grid/serial loop x inner tile loop of the default block size,
+with TIR's predicate for the tail) and reordered to grid, serial, tile. The innermost two
+spatial loops become tile axes; the innermost reduction loop becomes a tile axis (plus a serial
+loop over tiles when it is longer than one tile); other loops stay grid or serial.
+
+Block sizes are powers of two from a small model: element size, reduction length, a register
+budget per program and, for contractions (tl.dot), shared memory for the pipelined operand
+tiles, from the GPU spec table (gpu_specs.py). The kernel's first loop also carries
+`tile.num_warps`, `tile.num_stages` and, for contractions, `tile.group_m` (grouped program
+order for L2 reuse).
+
+Assumes: HoistAllocations and RemoveUnitLoops ran. Nests that are not a perfect nest around one
+block (for example fused by hand) only get their common spatial outer loops marked as grid; nests
+that already carry tile annotations are left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from .gpu_specs import GpuSpec, gpu_spec
+from .pass_util import s_tir_pass, top_level_statements
+
+SPATIAL, REDUCE, MIXED = "spatial", "reduce", "mixed"
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    var: tirx.Var
+    extent: tvm.ir.PrimExpr
+    kind: str  # SPATIAL, REDUCE or MIXED
+
+
+@dataclass(frozen=True)
+class NestPlan:
+    block_name: str
+    tiles: dict[int, tuple[str, int]]  # loop position -> (BLOCK name, default block size)
+    num_warps: int
+    num_stages: int
+    group_m: int | None
+
+
+def next_power_of_two(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def power_of_two_floor(n: int) -> int:
+    return 1 << max(0, n.bit_length() - 1)
+
+
+def _perfect_nest(stmt: tirx.Stmt) -> tuple[list[tirx.For], s_tir.SBlockRealize] | None:
+    loops = []
+    while isinstance(stmt, tirx.For):
+        loops.append(stmt)
+        stmt = stmt.body
+    if isinstance(stmt, s_tir.SBlockRealize) and loops:
+        return loops, stmt
+    return None
+
+
+def _vars_of(expr) -> list[tirx.Var]:
+    found: list = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
+    return found
+
+
+def _classify(loop: tirx.For, realize: s_tir.SBlockRealize) -> str:
+    kinds = set()
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if any(v.same_as(loop.loop_var) for v in _vars_of(value)):
+            kinds.add(REDUCE if iv.iter_type == tirx.IterVar.CommReduce else SPATIAL)
+    return kinds.pop() if len(kinds) == 1 else MIXED
+
+
+def _static(extent) -> int | None:
+    return int(extent.value) if isinstance(extent, tirx.IntImm) else None
+
+
+def _element_bytes(dtype: str) -> int:
+    bits = int("".join(ch for ch in dtype if ch.isdigit()) or 32)
+    return max(1, bits // 8)
+
+
+def _strip_cast(expr):
+    while isinstance(expr, tirx.Cast):
+        expr = expr.value
+    return expr
+
+
+def contraction_operands(block: s_tir.SBlock):
+    """(a, b) loads when the block is `X[..] = X[..] + a * b` with one reduction var, else None."""
+    if block.init is None or not isinstance(block.body, tirx.BufferStore):
+        return None
+    value = block.body.value
+    if not isinstance(value, tirx.Add) or len([iv for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]) != 1:
+        return None
+    product = _strip_cast(value.b)
+    if not isinstance(product, tirx.Mul):
+        return None
+    a, b = _strip_cast(product.a), _strip_cast(product.b)
+    if isinstance(a, tvm.ir.TensorLoad) and isinstance(b, tvm.ir.TensorLoad):
+        return a, b
+    return None
+
+
+def _contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None]) -> dict[str, int]:
+    elt = _element_bytes(dtype)
+    sizes = {"M": 128, "N": 128, "K": 64} if elt <= 2 else {"M": 64, "N": 64, "K": 32}
+    for axis, size in sizes.items():
+        extent = extents.get(axis)
+        if extent is not None:
+            sizes[axis] = max(16, min(size, next_power_of_two(extent)))
+    stages = 3
+    while stages * (sizes["M"] + sizes["N"]) * sizes["K"] * elt > spec.shared_memory_per_block and sizes["K"] > 16:
+        sizes["K"] //= 2
+    return sizes
+
+
+def _plan_contraction(spec, loops, infos, realize) -> NestPlan | None:
+    a, b = contraction_operands(realize.block)
+    reduce_positions = [p for p, info in enumerate(infos) if info.kind == REDUCE]
+    if len(reduce_positions) != 1:
+        return None
+    a_vars = {v.name for v in _vars_of(list(a.indices))}
+    b_vars = {v.name for v in _vars_of(list(b.indices))}
+    m_pos = _last_spatial(infos, realize, lambda it: it in a_vars and it not in b_vars)
+    n_pos = _last_spatial(infos, realize, lambda it: it in b_vars and it not in a_vars)
+    if m_pos is None or n_pos is None:
+        return None
+    k_pos = reduce_positions[0]
+    extents = {"M": _static(infos[m_pos].extent), "N": _static(infos[n_pos].extent), "K": _static(infos[k_pos].extent)}
+    sizes = _contraction_sizes(spec, a.source.dtype, extents)
+    warps = 8 if sizes["M"] * sizes["N"] >= 128 * 128 else 4
+    tiles = {m_pos: ("BLOCK_M", sizes["M"]), n_pos: ("BLOCK_N", sizes["N"]), k_pos: ("BLOCK_K", sizes["K"])}
+    return NestPlan(realize.block.name_hint, tiles, warps, 3, 8)
+
+
+def _bound_iter(loop_var, realize) -> str | None:
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if any(v.same_as(loop_var) for v in _vars_of(value)):
+            return iv.var.name
+    return None
+
+
+def _last_spatial(infos, realize, wanted) -> int | None:
+    found = None
+    for pos, info in enumerate(infos):
+        if info.kind == SPATIAL and wanted(_bound_iter(info.var, realize)):
+            found = pos
+    return found
+
+
+def _block_name(loop_var: tirx.Var, taken: set[str]) -> str:
+    base = "BLOCK_" + "".join(ch for ch in loop_var.name.upper() if ch.isalnum() or ch == "_")
+    name, suffix = base, 1
+    while name in taken:
+        suffix += 1
+        name = f"{base}{suffix}"
+    taken.add(name)
+    return name
+
+
+def _plan_general(spec: GpuSpec, infos: list[LoopInfo], realize) -> NestPlan:
+    dtype = realize.block.body.buffer.dtype if isinstance(realize.block.body, tirx.BufferStore) else "float32"
+    elt = _element_bytes(dtype)
+    spatial = [p for p, info in enumerate(infos) if info.kind == SPATIAL]
+    reduce = [p for p, info in enumerate(infos) if info.kind == REDUCE]
+    num_warps = 4
+    budget = spec.tile_element_budget(elt, num_warps) // 2
+    tiles: dict[int, tuple[str, int]] = {}
+    taken: set[str] = set()
+    remaining = budget
+    if reduce:
+        pos = reduce[-1]
+        size = min(next_power_of_two(_static(infos[pos].extent) or 1024), 2 * budget)
+        if size > budget:
+            num_warps = 8
+        tiles[pos] = (_block_name(infos[pos].var, taken), size)
+        remaining = power_of_two_floor(max(1, 2 * budget // size if size > budget else budget // size))
+    for pos in reversed(spatial[-2:]):
+        extent = _static(infos[pos].extent)
+        size = min(next_power_of_two(extent or 1024), power_of_two_floor(remaining))
+        if size <= 1:
+            break
+        tiles[pos] = (_block_name(infos[pos].var, taken), size)
+        remaining = power_of_two_floor(max(1, remaining // size))
+    return NestPlan(realize.block.name_hint, tiles, num_warps, 2, None)
+
+
+def plan_nest(spec: GpuSpec, loops: list[tirx.For], realize: s_tir.SBlockRealize) -> NestPlan:
+    infos = [LoopInfo(loop.loop_var, loop.extent, _classify(loop, realize)) for loop in loops]
+    if contraction_operands(realize.block) is not None:
+        plan = _plan_contraction(spec, loops, infos, realize)
+        if plan is not None:
+            return plan
+    return _plan_general(spec, infos, realize)
+
+
+def _apply_plan(sch: s_tir.Schedule, plan: NestPlan, kinds: list[str]) -> None:
+    block = sch.get_sblock(plan.block_name)
+    loops = sch.get_loops(block)
+    grid, serial, tile = [], [], []
+    for pos, loop in enumerate(loops):
+        extent = sch.get(loop).extent
+        if pos in plan.tiles:
+            name, size = plan.tiles[pos]
+            outer, inner = sch.split(loop, [None, size], preserve_unit_iters=True)
+            sch.annotate(inner, "tile.role", "tile")
+            sch.annotate(inner, "tile.outer", sch.get(outer).loop_var.name)
+            sch.annotate(inner, "tile.block", name)
+            sch.annotate(inner, "tile.extent", extent)
+            (grid if kinds[pos] == SPATIAL else serial).append(outer)
+            tile.append(inner)
+        else:
+            (grid if kinds[pos] == SPATIAL else serial).append(loop)
+    for loop in grid:
+        sch.annotate(loop, "tile.role", "grid")
+    for loop in serial:
+        sch.annotate(loop, "tile.role", "serial")
+    order = grid + serial + tile
+    sch.reorder(*order)
+    sch.annotate(order[0], "tile.num_warps", plan.num_warps)
+    sch.annotate(order[0], "tile.num_stages", plan.num_stages)
+    if plan.group_m is not None and len(grid) >= 2:
+        sch.annotate(order[0], "tile.group_m", plan.group_m)
+
+
+def _already_tiled(stmt: tirx.Stmt) -> bool:
+    found = []
+    tvm_ffi.structural_walk(stmt, (tirx.For, lambda f: found.append("tile.role" in f.annotations)))
+    return any(found)
+
+
+def _mark_common_grid(sch: s_tir.Schedule, stmt: tirx.Stmt) -> None:
+    """For a nest with several blocks: outer loops that are spatial for every block become grid."""
+    realizes: list = []
+    tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, realizes.append))
+    loop = stmt
+    while isinstance(loop, tirx.For) and realizes:
+        if any(_classify(loop, r) != SPATIAL for r in realizes):
+            break
+        rv = _loop_rv(sch, realizes[0].block.name_hint, loop.loop_var)
+        if rv is None:
+            break
+        sch.annotate(rv, "tile.role", "grid")
+        loop = loop.body
+
+
+def _loop_rv(sch, block_name, loop_var):
+    for rv in sch.get_loops(sch.get_sblock(block_name)):
+        if sch.get(rv).loop_var.same_as(loop_var):
+            return rv
+    return None
+
+
+def tile_function(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
+    sch = s_tir.Schedule(func)
+    changed = False
+    for stmt in top_level_statements(func):
+        if _already_tiled(stmt):
+            continue
+        nest = _perfect_nest(stmt)
+        if nest is None:
+            _mark_common_grid(sch, stmt)
+            changed = True
+            continue
+        loops, realize = nest
+        kinds = [_classify(loop, realize) for loop in loops]
+        plan = plan_nest(spec, loops, realize)
+        _apply_plan(sch, plan, kinds)
+        changed = True
+    return sch.mod["main"] if changed else func
+
+
+def Tiling(gpu: str = "H200"):
+    spec = gpu_spec(gpu)
+    return s_tir_pass("Tiling", lambda func: tile_function(func, spec))

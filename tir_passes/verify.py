@@ -1,0 +1,173 @@
+"""Verification checks for S-TIR stages; each usable alone, each returning a list of problems.
+
+- well_formed: TVM's own s_tir checker.
+- round_trip: `script()` parses back to a structurally equal module.
+- purity: a pass did not mutate its input (structural hash before and after).
+- bounds: every BufferLoad/BufferStore index is proven inside the buffer's shape by the
+  arithmetic analyzer, under the enclosing loop ranges, block bindings, block predicates and
+  `if` conditions (symbolic shapes included). Unproven accesses are reported with their block,
+  the access as TVMScript and its line in the stage's script.
+- numerics: the stage, built with `llvm`, computes what the input computed (numerics.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, sym, tirx
+
+from .errors import first_line
+from .numerics import ReferenceRun, stage_results
+
+
+@dataclass(frozen=True)
+class BoundsProblem:
+    block: str
+    access: str
+    dimension: int
+    index: str
+    extent: str
+    line: int | None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line else ""
+        return (f"{where}block '{self.block}': {self.access}: index {self.index} of dimension "
+                f"{self.dimension} is not proven within [0, {self.extent})")
+
+
+def check_well_formed(mod: tvm.IRModule) -> list[str]:
+    try:
+        if s_tir.analysis.verify_well_formed(mod, assert_mode=False):
+            return []
+        s_tir.analysis.verify_well_formed(mod, assert_mode=True)
+    except Exception as err:  # noqa: BLE001 - TVM raises several error types here
+        return [first_line(err)]
+    return ["TVM's well-formedness check failed"]
+
+
+def check_round_trip(mod: tvm.IRModule) -> list[str]:
+    text = mod.script()
+    try:
+        reparsed = tvm.script.from_source(text)
+    except Exception as err:  # noqa: BLE001
+        return [f"the printed TVMScript does not parse: {first_line(err)}"]
+    if isinstance(reparsed, tirx.PrimFunc):
+        reparsed = tvm.IRModule({"main": reparsed})
+    mismatch = tvm_ffi.get_first_structural_mismatch(mod, reparsed)
+    if mismatch is None:
+        return []
+    return [f"printed and re-parsed module differ structurally at {mismatch[0]}"]
+
+
+def structural_fingerprint(mod: tvm.IRModule) -> int:
+    return tvm_ffi.structural_hash(mod, map_free_vars=True)
+
+
+def check_purity(input_mod: tvm.IRModule, fingerprint_before: int) -> list[str]:
+    if structural_fingerprint(input_mod) == fingerprint_before:
+        return []
+    return ["the pass mutated its input module in place (its structural hash changed)"]
+
+
+def check_bounds(mod: tvm.IRModule) -> list[str]:
+    problems: list[str] = []
+    for gvar, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
+        if isinstance(func, tirx.PrimFunc):
+            script = func.script()
+            problems += [str(p) for p in unproven_accesses(func, script)]
+    return problems
+
+
+def unproven_accesses(func: tirx.PrimFunc, script: str | None = None) -> list[BoundsProblem]:
+    """Every buffer access whose indices the analyzer cannot prove in bounds."""
+    walker = _BoundsWalker(script or func.script())
+    walker.visit(func.body)
+    return walker.problems
+
+
+class _BoundsWalker:
+    def __init__(self, script: str):
+        self.analyzer = sym.Analyzer()
+        self.script_lines = script.splitlines()
+        self.problems: list[BoundsProblem] = []
+        self.block = "root"
+
+    def visit(self, node) -> None:
+        tvm_ffi.structural_visit(node, [
+            (tirx.For, self._for),
+            (s_tir.SBlockRealize, self._realize),
+            (tirx.IfThenElse, self._if),
+            (tirx.BufferStore, self._store),
+            (tvm.ir.TensorLoad, self._load),
+            (tvm.ir.Call, self._call),
+        ])
+
+    def _for(self, loop, visitor) -> None:
+        self.analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+        visitor.default_visit(loop)
+
+    def _realize(self, realize, visitor) -> None:
+        block = realize.block
+        for iv, value in zip(block.iter_vars, realize.iter_values):
+            self.analyzer.bind(iv.var, value)
+        outer, self.block = self.block, block.name_hint
+        with self.analyzer.constraint_scope(realize.predicate):
+            if block.init is not None:
+                self.visit(block.init)
+            self.visit(block.body)
+        self.block = outer
+
+    def _if(self, stmt, visitor) -> None:
+        self.visit(stmt.condition)
+        with self.analyzer.constraint_scope(stmt.condition):
+            self.visit(stmt.then_case)
+        if stmt.else_case is not None:
+            with self.analyzer.constraint_scope(tirx.Not(stmt.condition)):
+                self.visit(stmt.else_case)
+
+    def _call(self, call, visitor) -> None:
+        if isinstance(call.op, tvm.ir.Op) and call.op.name.endswith("if_then_else"):
+            cond, then_value, else_value = call.args
+            self.visit(cond)
+            with self.analyzer.constraint_scope(cond):
+                self.visit(then_value)
+            with self.analyzer.constraint_scope(tirx.Not(cond)):
+                self.visit(else_value)
+            return
+        visitor.default_visit(call)
+
+    def _store(self, store, visitor) -> None:
+        self._check(store.buffer, store.indices, f"{store.buffer.name}[{_indices(store.indices)}] = ...")
+        visitor.default_visit(store)
+
+    def _load(self, load, visitor) -> None:
+        self._check(load.source, load.indices, f"{load.source.name}[{_indices(load.indices)}]")
+        visitor.default_visit(load)
+
+    def _check(self, buf, indices, access: str) -> None:
+        for dim, (index, extent) in enumerate(zip(indices, buf.shape)):
+            if index.ty.dtype.startswith("int") and getattr(index.ty, "lanes", 1) in (1, None):
+                if self.analyzer.can_prove(tirx.all(index >= 0, index < extent)):
+                    continue
+                self.problems.append(BoundsProblem(self.block, access, dim, str(index), str(extent),
+                                                   self._line_of(access.split(" = ")[0])))
+
+    def _line_of(self, text: str) -> int | None:
+        for number, line in enumerate(self.script_lines, start=1):
+            if text in line:
+                return number
+        return None
+
+
+def _indices(indices) -> str:
+    return ", ".join(str(i) for i in indices)
+
+
+def check_numerics(reference: ReferenceRun, mod: tvm.IRModule) -> list[str]:
+    try:
+        results = stage_results(reference, mod["main"])
+    except Exception as err:  # noqa: BLE001 - a stage that no longer builds is a failure
+        return [f"the stage does not build or run with the llvm target: {first_line(err)}"]
+    return reference.mismatches(results)

@@ -1,0 +1,119 @@
+"""The public API: `compile(func_or_module) -> TritonKernel`.
+
+Runs the pass pipeline (verified after every pass unless verify=False), lowers the result to a
+TileProgram, emits one standalone module, and wraps it: `.source`, `.save(path)`, `__call__`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+import tvm_ffi
+
+from lowering.from_tir import lower_program
+from lowering.printer import format_program
+from tir_passes.errors import FrontendError, LaunchError
+from tir_passes.frontend import as_module
+from tir_passes.pipeline import CHECKS, default_pipeline, pass_names, run_pipeline
+
+from . import loader
+from .configs import config_space
+from .emit_module import VERSION, emit_module
+
+
+class TritonKernel:
+    """A compiled PrimFunc: the generated module's source, and a callable that runs it."""
+
+    def __init__(self, name: str, source: str, program, tir_module, pipeline_result=None):
+        self.name = name
+        self.source = source
+        self.program = program
+        self.tir = tir_module
+        self.pipeline = pipeline_result
+        self._path: str | None = None
+
+    @property
+    def tile_ir(self) -> str:
+        return format_program(self.program)
+
+    def save(self, path: str) -> str:
+        """Write the module (a directory gets `<name>.py`); returns the file written."""
+        if os.path.isdir(path) or path.endswith(os.sep):
+            os.makedirs(path, exist_ok=True)
+            path = os.path.join(path, f"{self.name}.py")
+        try:
+            with open(path, "w") as handle:
+                handle.write(self.source)
+        except OSError as err:
+            raise FrontendError(f"cannot write {path}: {err.strerror or err}") from None
+        return path
+
+    def module_file(self) -> str:
+        if self._path is None:
+            self._path = loader.module_path(self.source, self.name)
+        return self._path
+
+    def module(self, interpret: bool | None = None):
+        return loader.import_module(self.module_file(), _interpreting(interpret))
+
+    def __call__(self, *args, interpret: bool | None = None):
+        interpret = _interpreting(interpret)
+        module = self.module(interpret)
+        try:
+            with loader.triton_mode(interpret):
+                return module.run(*args)
+        except module.LaunchError as err:
+            raise LaunchError(f"{self.name}: {err}") from None
+
+    def manifest(self) -> dict:
+        return {
+            "name": self.name,
+            "entry_point": "run",
+            "tir_triton_version": VERSION,
+            "source_structural_hash": self.program.source_hash,
+            "passes": list(self.program.passes),
+            "params": [{"name": p.name, "kind": p.kind, "dtype": p.dtype, "shape": list(p.shape), "written": p.written}
+                       for p in self.program.params],
+            "kernels": [{"name": k.name, "blocks": list(k.source_blocks), "block_sizes": k.block_sizes,
+                         "num_warps": k.num_warps, "num_stages": k.num_stages, "configs": config_space(k)}
+                        for k in self.program.kernels],
+        }
+
+    def write_manifest(self, path: str) -> str:
+        with open(path, "w") as handle:
+            json.dump(self.manifest(), handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        return path
+
+
+def _interpreting(interpret: bool | None) -> bool:
+    """Interpret on CPU-only machines or when TRITON_INTERPRET=1; compile for the GPU otherwise."""
+    if interpret is not None:
+        return interpret
+    return os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+
+
+def structural_hash_hex(func) -> str:
+    return f"0x{tvm_ffi.structural_hash(func, map_free_vars=True) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | None = None, verify: bool = True,
+            gpu: str = "H200", passes=None, disable=(), allow_tf32: bool = False) -> TritonKernel:  # noqa: A001
+    """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) to a Triton module."""
+    mod = as_module(func_or_module, func_name)
+    name = str(mod["main"].attrs["global_symbol"])
+    pipeline = list(passes) if passes is not None else default_pipeline(gpu)
+    result = run_pipeline(mod, pipeline, dump_dir=dump_dir, checks=CHECKS if verify else (), disable=disable)
+    applied = tuple(s.name for s in result.stages)
+    program = lower_program(result.module["main"], name, structural_hash_hex(mod["main"]), applied, allow_tf32)
+    source = emit_module(program)
+    builtins_compile(source, f"<tir-triton {name}>", "exec")  # catches indentation bugs at once
+    if dump_dir:
+        with open(os.path.join(dump_dir, "tile_program.txt"), "w") as handle:
+            handle.write(format_program(program))
+    return TritonKernel(name, source, program, result.module, result)
+
+
+builtins_compile = __builtins__["compile"] if isinstance(__builtins__, dict) else __builtins__.compile

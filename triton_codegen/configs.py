@@ -1,0 +1,63 @@
+"""The config space around the tiling pass's choice: block sizes, num_warps, num_stages.
+
+Every config keeps what the kernel's masks assume: an axis whose tail mask was dropped (its
+extent is a multiple of the default block size) only gets block sizes that divide the extent;
+axes of a tl.dot keep at least 16; tiles never exceed the extent's next power of two.
+"""
+
+from __future__ import annotations
+
+from lowering.tile_ir import Const, Dot, Loop, TileKernel
+
+MAX_CONFIGS = 8
+
+
+def _dot_axes(body) -> set[str]:
+    axes: set[str] = set()
+
+    def visit(node):
+        if isinstance(node, Loop):
+            for child in node.body:
+                visit(child)
+            return
+        value = getattr(node, "value", None)
+        if isinstance(value, Dot):
+            axes.update((value.m, value.n, value.k))
+
+    for stmt in body:
+        visit(stmt)
+    return axes
+
+
+def _allowed(kernel: TileKernel, block: str, size: int, dot_axes: set[str]) -> bool:
+    for dim in kernel.dims:
+        if dim.block != block:
+            continue
+        if dim.name in dot_axes and size < 16:
+            return False
+        extent = dim.extent.value if isinstance(dim.extent, Const) else None
+        if extent is not None:
+            if size > max(dim.default, 1 << max(0, (extent - 1).bit_length())):
+                return False
+            if dim.even and extent % size:
+                return False
+    return size >= 1
+
+
+def config_space(kernel: TileKernel) -> list[dict[str, int]]:
+    base = dict(kernel.block_sizes)
+    base.update(num_warps=kernel.num_warps, num_stages=kernel.num_stages)
+    dot_axes = _dot_axes(kernel.body)
+    configs = [base]
+    for block, size in kernel.block_sizes.items():
+        for candidate in (size * 2, size // 2):
+            if candidate >= 1 and _allowed(kernel, block, candidate, dot_axes):
+                configs.append({**base, block: candidate})
+    configs.append({**base, "num_warps": 8 if kernel.num_warps == 4 else 4})
+    if dot_axes:
+        configs.append({**base, "num_stages": 4 if kernel.num_stages != 4 else 3})
+    unique: list[dict[str, int]] = []
+    for config in configs:
+        if config not in unique:
+            unique.append(config)
+    return unique[:MAX_CONFIGS]

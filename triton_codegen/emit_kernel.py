@@ -1,0 +1,348 @@
+"""TileKernel -> `@triton.jit` source.
+
+Values are printed at the leaves: an expression over tile axes (i, k) used where the kernel
+needs (i, j, k) is printed as `x[:, None, :]`, so broadcasting is explicit and always aligned.
+Every load, reduction, dot and repeated subexpression gets a name from one NameTable, within the
+scope (kernel body or loop body) it was computed in; a store to a buffer forgets names that read it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lowering.tile_ir import (Arange, Assign, Binary, Cast, Comment, Const, Dot, Expr, Load, Loop, Reduce, Reg,
+                              Scalar, Store, TileKernel, Unary, Where)
+
+from .source import Source
+
+TL_DTYPES = {
+    "bool": "tl.int1", "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32", "int64": "tl.int64",
+    "uint8": "tl.uint8", "uint16": "tl.uint16", "uint32": "tl.uint32", "uint64": "tl.uint64",
+    "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64",
+}
+_INFIX = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%", "fmod": "%", "<": "<", "<=": "<=",
+          ">": ">", ">=": ">=", "==": "==", "!=": "!=", "and": "&", "or": "|", "&": "&", "|": "|", "^": "^",
+          "<<": "<<", ">>": ">>"}
+_MATH = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "log2": "tl.log2", "sqrt": "tl.sqrt",
+         "rsqrt": "tl.rsqrt", "abs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil", "sin": "tl.sin",
+         "cos": "tl.cos", "erf": "tl.erf", "sigmoid": "tl.sigmoid"}
+_NAMED = (Load, Reduce, Dot, Where)
+
+
+def format_float(value: float) -> str:
+    if math.isinf(value):
+        return 'float("inf")' if value > 0 else 'float("-inf")'
+    if math.isnan(value):
+        return 'float("nan")'
+    return repr(float(value))
+
+
+def format_const(const: Const) -> str:
+    if isinstance(const.value, bool) or const.dtype == "bool":
+        return "True" if const.value else "False"
+    if const.dtype.startswith(("float", "bfloat")):
+        return format_float(const.value)
+    return str(int(const.value))
+
+
+class NameTable:
+    def __init__(self) -> None:
+        self.used: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        count = self.used.get(base, 0)
+        self.used[base] = count + 1
+        return base if count == 0 else f"{base}_{count}"
+
+
+class KernelPrinter:
+    def __init__(self, kernel: TileKernel, src: Source):
+        self.kernel = kernel
+        self.src = src
+        self.order = [d.name for d in kernel.dims]
+        self.blocks = {d.name: d.block for d in kernel.dims}
+        self.names = NameTable()
+        self.scopes: list[dict] = [{}]
+
+    # --- naming ------------------------------------------------------------------------
+    def lookup(self, expr) -> str | None:
+        for scope in reversed(self.scopes):
+            if expr in scope:
+                return scope[expr]
+        return None
+
+    def bind(self, expr, base: str) -> str:
+        name = self.names.fresh(base)
+        self.src.line(f"{name} = {self.render_own(expr)}")
+        self.scopes[-1][expr] = name
+        return name
+
+    def forget(self, predicate) -> None:
+        for scope in self.scopes:
+            for key in [k for k in scope if predicate(k)]:
+                del scope[key]
+
+    # --- expressions -------------------------------------------------------------------
+    def shape(self, dims) -> str:
+        return "[" + ", ".join(self.blocks[d] for d in dims) + "]"
+
+    def expand(self, text: str, dims, target) -> str:
+        """Index `text` (laid out over `dims`) with None for the axes of `target` it lacks."""
+        if tuple(dims) == tuple(target) or not dims:
+            return text
+        index = ", ".join(":" if d in dims else "None" for d in target)
+        return f"{text}[{index}]"
+
+    def render(self, expr: Expr, target) -> str:
+        """`expr` laid out over the ordered axes `target` (a superset of its own)."""
+        return self.expand(self.name_of(expr), expr.dims, target)
+
+    def name_of(self, expr: Expr) -> str:
+        known = self.lookup(expr)
+        if known is not None:
+            return known
+        if isinstance(expr, Arange):
+            return self.bind(expr, f"r_{expr.dim}")
+        if isinstance(expr, _NAMED) or (isinstance(expr, Binary) and self._worth_naming(expr)):
+            return self.bind(expr, self._base_name(expr))
+        return self.render_own(expr)
+
+    def _worth_naming(self, expr: Binary) -> bool:
+        """Masks and tile indices are reused across loads and stores: name them."""
+        if not expr.dims:
+            return False
+        return expr.op in ("<", "<=", ">", ">=", "==", "!=", "and") or isinstance(expr.a, Arange) or isinstance(expr.b, Arange)
+
+    def _base_name(self, expr) -> str:
+        if isinstance(expr, Load):
+            return f"{expr.buffer}_tile"
+        if isinstance(expr, Reduce):
+            return f"{expr.kind}_{'_'.join(expr.axes)}"
+        if isinstance(expr, Dot):
+            return "dot"
+        if isinstance(expr, Binary) and expr.op in ("<", "and", ">=", "<=", ">", "==", "!="):
+            return f"mask_{expr.dims[0]}" if len(expr.dims) == 1 else "mask"
+        for dim in self.kernel.dims:
+            if expr.dims == (dim.name,) and isinstance(expr, Binary) and expr.op == "+" and isinstance(expr.b, Arange):
+                return dim.name
+        return "t"
+
+    def render_own(self, expr: Expr) -> str:
+        """`expr` over its own axes."""
+        method = getattr(self, f"_render_{type(expr).__name__.lower()}")
+        return method(expr)
+
+    def _render_const(self, expr: Const) -> str:
+        if expr.dims:
+            return f"tl.full({self.shape(expr.dims)}, {format_const(expr)}, {TL_DTYPES[expr.dtype]})"
+        return format_const(expr)
+
+    def _render_scalar(self, expr: Scalar) -> str:
+        return expr.name
+
+    def _render_arange(self, expr: Arange) -> str:
+        return f"tl.arange(0, {expr.block})"
+
+    def _render_reg(self, expr: Reg) -> str:
+        return expr.name
+
+    def _render_unary(self, expr: Unary) -> str:
+        x = self.name_of(expr.x)
+        if expr.op == "neg":
+            return f"(-{x})"
+        if expr.op in ("not", "bitnot"):
+            return f"(~{x})"
+        if expr.op == "isnan":
+            return f"({x} != {x})"
+        wide = expr.x.dtype in ("float16", "bfloat16")
+        arg = f"{x}.to(tl.float32)" if wide else x
+        if expr.op == "tanh":
+            text = f"(2.0 * tl.sigmoid(2.0 * {arg}) - 1.0)"
+        elif expr.op == "log1p":
+            text = f"tl.log(1.0 + {arg})"
+        elif expr.op == "exp10":
+            text = f"tl.exp({arg} * 2.302585092994046)"
+        elif expr.op == "log10":
+            text = f"(tl.log({arg}) * 0.4342944819032518)"
+        elif expr.op in _MATH:
+            text = f"{_MATH[expr.op]}({arg})"
+        else:
+            raise NotImplementedError(f"unary op {expr.op}")
+        return f"{text}.to({TL_DTYPES[expr.dtype]})" if wide else text
+
+    def _render_binary(self, expr: Binary) -> str:
+        a, b = self.render(expr.a, expr.dims), self.render(expr.b, expr.dims)
+        if expr.op in _INFIX:
+            return f"({a} {_INFIX[expr.op]} {b})"
+        if expr.op in ("min", "max"):
+            return f"tl.{expr.op}imum({a}, {b})"
+        if expr.op == "cdiv":
+            return f"tl.cdiv({a}, {b})"
+        if expr.op == "pow":
+            return f"tl.exp2({b} * tl.log2({a}))"
+        if expr.op == "floordiv":  # TIR rounds toward minus infinity; Triton's // truncates
+            return f"(({a}) // ({b}) - ((({a}) % ({b}) != 0) & ((({a}) < 0) != (({b}) < 0))).to({TL_DTYPES[expr.dtype]}))"
+        if expr.op == "floormod":
+            rem = f"(({a}) % ({b}))"
+            return f"tl.where(({rem} != 0) & (({rem} < 0) != (({b}) < 0)), {rem} + ({b}), {rem})"
+        raise NotImplementedError(f"binary op {expr.op}")
+
+    def _render_where(self, expr: Where) -> str:
+        return (f"tl.where({self.render(expr.cond, expr.dims)}, {self.render(expr.a, expr.dims)}, "
+                f"{self.render(expr.b, expr.dims)})")
+
+    def _render_cast(self, expr: Cast) -> str:
+        inner = self.name_of(expr.x)
+        if not expr.x.dims and isinstance(expr.x, Const):
+            return f"tl.full([], {inner}, {TL_DTYPES[expr.dtype]})"
+        return f"{inner}.to({TL_DTYPES[expr.dtype]})"
+
+    def mask_text(self, mask, dims) -> str | None:
+        if not mask:
+            return None
+        parts = [self.render(m, dims) for m in mask]
+        return " & ".join(parts) if len(parts) > 1 else parts[0]
+
+    def _render_load(self, expr: Load) -> str:
+        pointer = f"{expr.buffer}_ptr + {self.render(expr.offset, expr.dims)}"
+        mask = self.mask_text(expr.mask, expr.dims)
+        if mask is None:
+            return f"tl.load({pointer})"
+        other = "0.0" if expr.dtype.startswith(("float", "bfloat")) else ("False" if expr.dtype == "bool" else "0")
+        return f"tl.load({pointer}, mask={mask}, other={other})"
+
+    def _render_reduce(self, expr: Reduce) -> str:
+        text, dims = self.name_of(expr.x), list(expr.x.dims)
+        for axis in sorted((dims.index(a) for a in expr.axes), reverse=True):
+            text = f"tl.{expr.kind}({text}, axis={axis})"
+        return text
+
+    def _render_dot(self, expr: Dot) -> str:
+        a, b = self.name_of(expr.a), self.name_of(expr.b)
+        a_mk = a if expr.a.dims == (expr.m, expr.k) else f"tl.trans({a})"
+        b_kn = b if expr.b.dims == (expr.k, expr.n) else f"tl.trans({b})"
+        precision = f", input_precision=\"{expr.precision}\"" if expr.a.dtype == "float32" else ""
+        acc = self.name_of(expr.acc)
+        if expr.dims == (expr.m, expr.n):
+            return f"tl.dot({a_mk}, {b_kn}, {acc}{precision})"
+        # the accumulator is laid out (n, m): compute (a @ b)^T as b^T @ a^T
+        b_nk = b if expr.b.dims == (expr.n, expr.k) else f"tl.trans({b})"
+        a_km = a if expr.a.dims == (expr.k, expr.m) else f"tl.trans({a})"
+        return f"tl.dot({b_nk}, {a_km}, {acc}{precision})"
+
+    # --- statements --------------------------------------------------------------------
+    def statement(self, stmt) -> None:
+        if isinstance(stmt, Comment):
+            self.src.line(f"# {stmt.text}")
+        elif isinstance(stmt, Assign):
+            self._assign(stmt)
+        elif isinstance(stmt, Store):
+            self._store(stmt)
+        elif isinstance(stmt, Loop):
+            self._loop(stmt)
+
+    def _assign(self, stmt: Assign) -> None:
+        value = stmt.value
+        if isinstance(value, Const) or (not value.dims and stmt.dims):
+            text = f"tl.full({self.shape(stmt.dims)}, {self.name_of(value)}, {TL_DTYPES[stmt.dtype]})"
+        elif value.dims != stmt.dims:
+            text = f"tl.broadcast_to({self.render(value, stmt.dims)}, {self.shape(stmt.dims)})"
+        else:
+            text = self.name_of(value)
+        if value.dtype != stmt.dtype and not isinstance(value, Const):
+            text = f"{text}.to({TL_DTYPES[stmt.dtype]})"
+        self.src.line(f"{stmt.name} = {text}")
+        self.forget(lambda key: _mentions_reg(key, stmt.name))
+
+    def _store(self, stmt: Store) -> None:
+        dims = stmt.offset.dims
+        pointer = f"{stmt.buffer}_ptr + {self.render(stmt.offset, dims)}"
+        value = self.render(stmt.value, dims)
+        mask = self.mask_text(stmt.mask, dims)
+        self.src.line(f"tl.store({pointer}, {value}" + (f", mask={mask})" if mask else ")"))
+        self.forget(lambda key: _reads_buffer(key, stmt.buffer))
+
+    def _loop(self, loop: Loop) -> None:
+        start, stop = self.name_of(loop.start), self.name_of(loop.stop)
+        with self.src.block(f"for {loop.var} in range({start}, {stop}):"):
+            self.scopes.append({})
+            for child in loop.body:
+                self.statement(child)
+            self.scopes.pop()
+
+
+def _children(expr) -> list:
+    return [getattr(expr, f) for f in ("x", "a", "b", "cond", "offset", "acc") if hasattr(expr, f)] + list(getattr(expr, "mask", ()))
+
+
+def _mentions_reg(expr, name: str) -> bool:
+    if isinstance(expr, Reg):
+        return expr.name == name
+    return any(_mentions_reg(c, name) for c in _children(expr) if c is not None)
+
+
+def _reads_buffer(expr, buffer: str) -> bool:
+    if isinstance(expr, Load) and expr.buffer == buffer:
+        return True
+    return any(_reads_buffer(c, buffer) for c in _children(expr) if c is not None)
+
+
+def kernel_parameters(kernel: TileKernel) -> list[str]:
+    params = []
+    for buf in kernel.buffers:
+        params.append(f"{buf.name}_ptr")
+        params += [f"{buf.name}_stride{axis}" for axis in range(buf.ndim)]
+    params += [s.name for s in kernel.scalars]
+    params += [f"{block}: tl.constexpr" for block in kernel.block_sizes]
+    if kernel.group_m:
+        params.append("GROUP_M: tl.constexpr")
+    return params
+
+
+def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
+    src = printer.src
+    axes = list(kernel.grid)
+    if not axes:
+        return
+    src.line("pid = tl.program_id(0)")
+    counts = [printer.name_of(a.count) for a in axes]
+    if kernel.group_m and len(axes) >= 2:
+        m, n = axes[-2], axes[-1]
+        lead = axes[:-2]
+        src.line(f"num_m, num_n = {counts[-2]}, {counts[-1]}")
+        src.line("pid_mn = pid % (num_m * num_n)")
+        src.line("rest = pid // (num_m * num_n)")
+        src.line("group = GROUP_M * num_n  # programs per group of GROUP_M rows, for L2 reuse")
+        src.line("first_m = (pid_mn // group) * GROUP_M")
+        src.line("group_rows = tl.minimum(num_m - first_m, GROUP_M)")
+        src.line(f"{m.var} = first_m + (pid_mn % group) % group_rows")
+        src.line(f"{n.var} = (pid_mn % group) // group_rows")
+        counts, axes = counts[:-2], lead
+        remaining = "rest"
+    else:
+        remaining = "pid"
+    for axis, count in zip(reversed(axes[1:]), reversed(counts[1:])):
+        src.line(f"{axis.var} = {remaining} % ({count})")
+        src.line(f"{remaining} = {remaining} // ({count})" if remaining != "pid" else f"rest = pid // ({count})")
+        remaining = "rest"
+    if axes:
+        src.line(f"{axes[0].var} = {remaining}")
+
+
+def emit_kernel(kernel: TileKernel, src: Source) -> None:
+    src.line("@triton.jit")
+    with src.block(f"def {kernel.name}({', '.join(kernel_parameters(kernel))}):"):
+        if kernel.source_blocks:
+            src.line(f"# TIR blocks: {', '.join(kernel.source_blocks)}")
+        printer = KernelPrinter(kernel, src)
+        _grid_decomposition(kernel, printer)
+        for dim in kernel.dims:  # aranges once, at the top, so every scope can use them
+            printer.name_of(Arange(dim.name, dim.block))
+        for dim in kernel.dims:  # positions and tail masks of axes that only depend on program ids
+            if dim.hoisted and dim.index is not None:
+                if not isinstance(dim.index, Arange):
+                    printer.bind(dim.index, dim.name)
+                if dim.tail is not None:
+                    printer.bind(dim.tail, f"mask_{dim.name}")
+        for stmt in kernel.body:
+            printer.statement(stmt)

@@ -1,0 +1,56 @@
+"""Write generated modules to files and import them (compiled `@triton.jit` refuses exec'd code).
+
+`TRITON_INTERPRET` is read when `@triton.jit` runs, that is when the module is imported, so each
+mode gets its own module object: interpreted (CPU tensors) or compiled (GPU, or ahead of time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from types import ModuleType
+
+_CACHE_DIR = os.path.join(tempfile.gettempdir(), "tir-triton-modules")
+
+
+def module_path(source: str, name: str, directory: str | None = None) -> str:
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    folder = directory or _CACHE_DIR
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}_{digest}.py")
+    if not os.path.exists(path):
+        with open(path, "w") as handle:
+            handle.write(source)
+    return path
+
+
+@contextmanager
+def triton_mode(interpret: bool):
+    """TRITON_INTERPRET as `interpret` says, restored afterwards (Triton reads it at jit time and,
+    for the interpreter, again at the first launch)."""
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = previous
+
+
+def import_module(path: str, interpret: bool) -> ModuleType:
+    mode = "interp" if interpret else "gpu"
+    name = f"tir_triton_generated_{os.path.splitext(os.path.basename(path))[0]}_{mode}"
+    if name in sys.modules:
+        return sys.modules[name]
+    with triton_mode(interpret):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module

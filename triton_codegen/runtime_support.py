@@ -1,0 +1,150 @@
+"""Launch-time support copied verbatim into every generated module (between the markers below),
+so a saved module needs only torch and triton. Everything here takes plain data: the generated
+code describes its parameters as tuples and calls these functions.
+
+A parameter is (name, kind, dtype, shape, written, int32_offsets); shape entries are ints or
+strings: a shape variable's name, or a Python expression over shape variables.
+"""
+
+import os
+
+import torch
+
+# --- tir-triton runtime support: begin ---
+_TORCH_DTYPES = {
+    "bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
+    "int64": torch.int64, "uint8": torch.uint8, "uint16": getattr(torch, "uint16", None),
+    "uint32": getattr(torch, "uint32", None), "uint64": getattr(torch, "uint64", None),
+    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+    "float64": torch.float64,
+}
+_INT32_MAX = 2**31 - 1
+# read when this module is imported, the moment @triton.jit also reads it
+_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+class LaunchError(ValueError):
+    """The arguments do not match the compiled PrimFunc; the message names the parameter."""
+
+
+def _expected_device_type():
+    return "cpu" if _INTERPRETED else "cuda"
+
+
+def _check_tensor(name, dtype, value):
+    if not isinstance(value, torch.Tensor):
+        raise LaunchError(f"parameter {name}: expected a torch.Tensor, got {type(value).__name__}")
+    if value.dtype != _TORCH_DTYPES.get(dtype):
+        raise LaunchError(f"parameter {name}: expected dtype {dtype}, got {str(value.dtype).replace('torch.', '')}")
+    wanted = _expected_device_type()
+    if value.device.type != wanted:
+        hint = " (set TRITON_INTERPRET=1 before importing triton to run on the CPU)" if wanted == "cuda" else ""
+        raise LaunchError(f"parameter {name}: tensor is on {value.device}, but kernels run on {wanted}{hint}")
+
+
+def _bind_dimension(name, axis, expected, actual, sizes, origin):
+    if isinstance(expected, int):
+        if actual != expected:
+            raise LaunchError(f"parameter {name}: dimension {axis} is {actual}, expected {expected}")
+    elif expected.isidentifier():
+        if expected in sizes and sizes[expected] != actual:
+            raise LaunchError(f"parameter {name}: dimension {axis} is {actual}, but {expected} = {sizes[expected]} "
+                              f"from {origin[expected]} (inconsistent symbolic sizes)")
+        sizes.setdefault(expected, actual)
+        origin.setdefault(expected, f"{name}.shape[{axis}]")
+
+
+def _check_derived_dimensions(params, values, sizes):
+    for (name, kind, _dtype, shape, _written, _narrow), value in zip(params, values):
+        if kind != "buffer":
+            continue
+        for axis, expected in enumerate(shape):
+            if isinstance(expected, str) and not expected.isidentifier():
+                wanted = eval(expected, {"__builtins__": {}}, dict(sizes))  # our own expression text
+                if value.shape[axis] != wanted:
+                    raise LaunchError(f"parameter {name}: dimension {axis} is {value.shape[axis]}, expected {expected} = {wanted}")
+
+
+def _span(tensor):
+    """Elements between the first and one past the last addressed element."""
+    if tensor.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()))
+
+
+def _overlaps(a, b):
+    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    a1, b1 = a0 + _span(a) * a.element_size(), b0 + _span(b) * b.element_size()
+    return a0 < b1 and b0 < a1
+
+
+def _self_overlapping(tensor):
+    dims = sorted((abs(st), sz) for st, sz in zip(tensor.stride(), tensor.shape) if sz > 1)
+    reach = 1
+    for stride, size in dims:
+        if stride < reach:
+            return True
+        reach = stride * size
+    return False
+
+
+def check_arguments(params, args):
+    """Check every argument against its parameter; return (values by name, shape sizes)."""
+    if len(args) != len(params):
+        names = ", ".join(p[0] for p in params)
+        raise LaunchError(f"expected {len(params)} arguments ({names}), got {len(args)}")
+    sizes, origin, values = {}, {}, {}
+    for (name, kind, dtype, shape, written, narrow), value in zip(params, args):
+        if kind == "scalar":
+            if isinstance(value, torch.Tensor) or not isinstance(value, (int, float)):
+                raise LaunchError(f"parameter {name}: expected a Python number, got {type(value).__name__}")
+            values[name] = value
+            continue
+        _check_tensor(name, dtype, value)
+        if value.dim() != len(shape):
+            raise LaunchError(f"parameter {name}: expected {len(shape)} dimensions, got {value.dim()} (shape {tuple(value.shape)})")
+        for axis, expected in enumerate(shape):
+            _bind_dimension(name, axis, expected, value.shape[axis], sizes, origin)
+        if narrow and _span(value) > _INT32_MAX:
+            raise LaunchError(f"parameter {name}: its strides address more than 2**31 elements; this kernel uses 32-bit offsets")
+        values[name] = value
+    for (name, kind, _dtype, _shape, _w, _n) in params:
+        if kind == "scalar" and name in sizes and values[name] != sizes[name]:
+            raise LaunchError(f"parameter {name} = {values[name]}, but {origin[name]} = {sizes[name]} (inconsistent symbolic sizes)")
+        if kind == "scalar" and name not in sizes:
+            sizes[name] = values[name]
+    _check_derived_dimensions(params, args, sizes)
+    _check_aliasing(params, values)
+    devices = {v.device for v in values.values() if isinstance(v, torch.Tensor)}
+    if len(devices) > 1:
+        raise LaunchError(f"tensors are on several devices: {', '.join(sorted(str(d) for d in devices))}")
+    return values, sizes
+
+
+def _check_aliasing(params, values):
+    tensors = [(p[0], p[4]) for p in params if p[1] == "buffer"]
+    for name, written in tensors:
+        if written and _self_overlapping(values[name]):
+            raise LaunchError(f"parameter {name}: output tensor has overlapping elements (e.g. an expanded view)")
+    for i, (name, written) in enumerate(tensors):
+        for other, other_written in tensors[i + 1:]:
+            if (written or other_written) and _overlaps(values[name], values[other]):
+                out, inp = (name, other) if written else (other, name)
+                raise LaunchError(f"parameter {out}: output aliases parameter {inp} (they share memory); "
+                                  "pass separate tensors")
+
+
+def benchmark_configs(launch, configs):
+    """Time each config of one kernel with triton.testing.do_bench; return the best index."""
+    from triton.testing import do_bench
+
+    times = []
+    for config in configs:
+        try:
+            times.append(do_bench(lambda: launch(config), warmup=5, rep=20, return_mode="median"))
+        except Exception:  # a config the GPU rejects (too much shared memory) is skipped
+            times.append(float("inf"))
+    return min(range(len(configs)), key=lambda i: times[i]), times
+# --- tir-triton runtime support: end ---
