@@ -190,7 +190,17 @@ def _select(ctx, expr, guards) -> Expr:
 def _cast(ctx, expr, guards) -> Expr:
     x = lower_expr(ctx, expr.value, guards)
     dtype = check_dtype(dtype_of(expr), "a cast", ctx.where())
+    if isinstance(x, Const) and not x.dims:
+        return Const(_convert(x.value, dtype), dtype)
     return x if x.dtype == dtype else Cast(x, dtype, x.dims)
+
+
+def _convert(value, dtype: str):
+    if dtype == "bool":
+        return bool(value)
+    if dtype.startswith(("float", "bfloat")):
+        return float(value)
+    return int(value)
 
 
 @rule(tvm.ir.Call)

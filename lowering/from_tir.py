@@ -20,7 +20,7 @@ from tir_passes.pass_util import root_block, source_line, top_level_statements
 
 from . import reductions
 from .accesses import Condition, choose_conditions, conjuncts, needs_int64, offset_expr
-from .exprs import check_dtype, lower_expr
+from .exprs import check_dtype, fold_binary, lower_expr
 from .kernel_scope import KernelScope, build_scope, python_name, role_of
 from .tile_ir import (Assign, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg,
                       Scalar, ScalarArg, ScratchBuffer, Store, TileKernel, TileProgram)
@@ -177,7 +177,7 @@ class KernelLowering:
             raise UnsupportedConstructError(f"{self.location}: grid loop {loop.loop_var.name} is not among the kernel's outermost loops")
         opened = self.reductions.open_for_loop(self, loop)
         start = Const(0, "int32") if plan.partner_of else self.lower_scalar(loop.min)
-        stop = plan.count if plan.partner_of else Binary("+", start, plan.count, "int32", ())
+        stop = plan.count if plan.partner_of else fold_binary("+", start, plan.count, "int32", ())
         self.emitted.append([])
         self.lower_stmt(loop.body)
         body = self.emitted.pop()

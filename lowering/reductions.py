@@ -184,9 +184,16 @@ def _as_reduce(lowering, acc: Accumulator, rhs: Expr) -> Expr:
 
 
 def _strip_casts(expr: Expr) -> Expr:
-    while isinstance(expr, Cast):
-        expr = expr.x
-    return expr
+    """The value under casts and zero padding: `where(c, load, 0)` is the load when c already
+    masks it (loads under an if_then_else carry its condition)."""
+    while True:
+        if isinstance(expr, Cast):
+            expr = expr.x
+        elif (isinstance(expr, Where) and isinstance(expr.b, Const) and expr.b.value == 0
+              and isinstance(expr.a, Load) and expr.cond in expr.a.mask):
+            expr = expr.a
+        else:
+            return expr
 
 
 def _as_dot(lowering, acc: Accumulator, rhs: Expr) -> Expr | None:

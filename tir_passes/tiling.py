@@ -98,10 +98,22 @@ def _element_bytes(dtype: str) -> int:
     return max(1, bits // 8)
 
 
-def _strip_cast(expr):
+def _is_zero(expr) -> bool:
     while isinstance(expr, tirx.Cast):
         expr = expr.value
-    return expr
+    return isinstance(expr, (tirx.IntImm, tirx.FloatImm)) and expr.value == 0
+
+
+def _strip_cast(expr):
+    """The load under casts and zero padding (`T.if_then_else(inside, X[...], 0)`)."""
+    while True:
+        if isinstance(expr, tirx.Cast):
+            expr = expr.value
+        elif (isinstance(expr, tvm.ir.Call) and isinstance(expr.op, tvm.ir.Op)
+              and expr.op.name.endswith("if_then_else") and _is_zero(expr.args[2])):
+            expr = expr.args[1]
+        else:
+            return expr
 
 
 def contraction_operands(block: s_tir.SBlock):
@@ -109,7 +121,7 @@ def contraction_operands(block: s_tir.SBlock):
     if block.init is None or not isinstance(block.body, tirx.BufferStore):
         return None
     value = block.body.value
-    if not isinstance(value, tirx.Add) or len([iv for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]) != 1:
+    if not isinstance(value, tirx.Add):
         return None
     product = _strip_cast(value.b)
     if not isinstance(product, tirx.Mul):
@@ -134,19 +146,18 @@ def _contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None]
 
 
 def _plan_contraction(spec, loops, infos, realize) -> NestPlan | None:
+    """M, N: the innermost spatial loops only `a` resp. only `b` uses; K: the innermost
+    reduction loop both use. Other loops stay grid (spatial) or serial (reduction)."""
     a, b = contraction_operands(realize.block)
-    reduce_positions = [p for p, info in enumerate(infos) if info.kind == REDUCE]
-    if len(reduce_positions) != 1:
-        return None
     a_vars = {v.name for v in _vars_of(list(a.indices))}
     b_vars = {v.name for v in _vars_of(list(b.indices))}
-    m_pos = _last_spatial(infos, realize, lambda it: it in a_vars and it not in b_vars)
-    n_pos = _last_spatial(infos, realize, lambda it: it in b_vars and it not in a_vars)
-    if m_pos is None or n_pos is None:
+    m_pos = _last_of(infos, realize, SPATIAL, lambda it: it in a_vars and it not in b_vars)
+    n_pos = _last_of(infos, realize, SPATIAL, lambda it: it in b_vars and it not in a_vars)
+    k_pos = _last_of(infos, realize, REDUCE, lambda it: it in a_vars and it in b_vars)
+    if m_pos is None or n_pos is None or k_pos is None:
         return None
-    k_pos = reduce_positions[0]
     extents = {"M": _static(infos[m_pos].extent), "N": _static(infos[n_pos].extent), "K": _static(infos[k_pos].extent)}
-    sizes = _contraction_sizes(spec, a.source.dtype, extents)
+    sizes = _contraction_sizes(spec, str(a.source.dtype), extents)
     warps = 8 if sizes["M"] * sizes["N"] >= 128 * 128 else 4
     tiles = {m_pos: ("BLOCK_M", sizes["M"]), n_pos: ("BLOCK_N", sizes["N"]), k_pos: ("BLOCK_K", sizes["K"])}
     return NestPlan(realize.block.name_hint, tiles, warps, 3, 8)
@@ -159,10 +170,10 @@ def _bound_iter(loop_var, realize) -> str | None:
     return None
 
 
-def _last_spatial(infos, realize, wanted) -> int | None:
+def _last_of(infos, realize, kind: str, wanted) -> int | None:
     found = None
     for pos, info in enumerate(infos):
-        if info.kind == SPATIAL and wanted(_bound_iter(info.var, realize)):
+        if info.kind == kind and wanted(_bound_iter(info.var, realize)):
             found = pos
     return found
 
@@ -213,7 +224,7 @@ def plan_nest(spec: GpuSpec, loops: list[tirx.For], realize: s_tir.SBlockRealize
     return _plan_general(spec, infos, realize)
 
 
-def _apply_plan(sch: s_tir.Schedule, plan: NestPlan, kinds: list[str]) -> None:
+def _apply_plan(sch: s_tir.Schedule, plan: NestPlan, kinds: list[str], extents: dict) -> None:
     block = sch.get_sblock(plan.block_name)
     loops = sch.get_loops(block)
     grid, serial, tile = [], [], []
@@ -225,7 +236,7 @@ def _apply_plan(sch: s_tir.Schedule, plan: NestPlan, kinds: list[str]) -> None:
             sch.annotate(inner, "tile.role", "tile")
             sch.annotate(inner, "tile.outer", sch.get(outer).loop_var.name)
             sch.annotate(inner, "tile.block", name)
-            sch.annotate(inner, "tile.extent", extent)
+            extents[sch.get(inner).loop_var.__chandle__()] = extent
             (grid if kinds[pos] == SPATIAL else serial).append(outer)
             tile.append(inner)
         else:
@@ -273,6 +284,7 @@ def _loop_rv(sch, block_name, loop_var):
 def tile_function(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     sch = s_tir.Schedule(func)
     changed = False
+    extents: dict = {}
     for stmt in top_level_statements(func):
         if _already_tiled(stmt):
             continue
@@ -284,9 +296,25 @@ def tile_function(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
         loops, realize = nest
         kinds = [_classify(loop, realize) for loop in loops]
         plan = plan_nest(spec, loops, realize)
-        _apply_plan(sch, plan, kinds)
+        _apply_plan(sch, plan, kinds, extents)
         changed = True
-    return sch.mod["main"] if changed else func
+    return _annotate_extents(sch.mod["main"], extents) if changed else func
+
+
+def _annotate_extents(func: tirx.PrimFunc, extents: dict) -> tirx.PrimFunc:
+    """Add "tile.extent" to the split tile loops. Done on the IR, not with sch.annotate, because
+    the schedule refuses annotation values that mention variables (symbolic extents)."""
+
+    def annotate(loop: tirx.For) -> tirx.For:
+        extent = extents.get(loop.loop_var.__chandle__())
+        if extent is None:
+            return loop
+        annotations = dict(loop.annotations)
+        # a static extent as a Python int: that is what the parser reads back (round trip)
+        annotations["tile.extent"] = int(extent.value) if isinstance(extent, tirx.IntImm) else extent
+        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, annotations)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, annotate)))
 
 
 def Tiling(gpu: str = "H200"):

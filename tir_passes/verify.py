@@ -33,6 +33,9 @@ class BoundsProblem:
 
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line else ""
+        if self.access.startswith("binding"):
+            return (f"{where}block '{self.block}': {self.access} is not proven inside the variable's domain "
+                    f"(below {self.extent}) under the loop ranges and the block predicate")
         return (f"{where}block '{self.block}': {self.access}: index {self.index} of dimension "
                 f"{self.dimension} is not proven within [0, {self.extent})")
 
@@ -109,15 +112,26 @@ class _BoundsWalker:
         visitor.default_visit(loop)
 
     def _realize(self, realize, visitor) -> None:
+        """Two steps: every binding lies in its iteration variable's domain (under the loop
+        ranges and the predicate), then the body's accesses are in bounds over those domains."""
         block = realize.block
-        for iv, value in zip(block.iter_vars, realize.iter_values):
-            self.analyzer.bind(iv.var, value)
         outer, self.block = self.block, block.name_hint
         with self.analyzer.constraint_scope(realize.predicate):
-            if block.init is not None:
-                self.visit(block.init)
-            self.visit(block.body)
+            for iv, value in zip(block.iter_vars, realize.iter_values):
+                self._check_binding(iv, value)
+        for iv in block.iter_vars:
+            self.analyzer.bind(iv.var, iv.dom)
+        if block.init is not None:
+            self.visit(block.init)
+        self.visit(block.body)
         self.block = outer
+
+    def _check_binding(self, iv, value) -> None:
+        low, extent = iv.dom.min, iv.dom.extent
+        if self.analyzer.can_prove(tirx.all(value >= low, value < low + extent)):
+            return
+        self.problems.append(BoundsProblem(self.block, f"binding {iv.var.name} = {value}", 0, str(value),
+                                           str(low + extent), self._line_of(f"{iv.var.name} = ")))
 
     def _if(self, stmt, visitor) -> None:
         self.visit(stmt.condition)

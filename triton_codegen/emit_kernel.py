@@ -172,6 +172,10 @@ class KernelPrinter:
 
     def _render_binary(self, expr: Binary) -> str:
         a, b = self.render(expr.a, expr.dims), self.render(expr.b, expr.dims)
+        if expr.op in ("and", "or") and bool(expr.a.dims) != bool(expr.b.dims):
+            # NOTE: `scalar_bool & tile` is an integer tile in Triton's interpreter: select instead
+            scalar, tile = (a, b) if not expr.a.dims else (b, a)
+            return f"tl.where({scalar}, {tile}, False)" if expr.op == "and" else f"tl.where({scalar}, True, {tile})"
         if expr.op in _INFIX:
             return f"({a} {_INFIX[expr.op]} {b})"
         if expr.op in ("min", "max"):
@@ -200,8 +204,14 @@ class KernelPrinter:
     def mask_text(self, mask, dims) -> str | None:
         if not mask:
             return None
-        parts = [self.render(m, dims) for m in mask]
-        return " & ".join(parts) if len(parts) > 1 else parts[0]
+        tiles = [self.render(m, dims) for m in mask if m.dims]
+        scalars = [self.name_of(m) for m in mask if not m.dims]
+        if not tiles:
+            return " & ".join(scalars)
+        text = " & ".join(tiles)
+        for scalar in scalars:  # a scalar condition gates a tile mask (and stays int1 everywhere)
+            text = f"tl.where({scalar}, {text}, False)"
+        return text
 
     def _render_load(self, expr: Load) -> str:
         pointer = f"{expr.buffer}_ptr + {self.render(expr.offset, expr.dims)}"
