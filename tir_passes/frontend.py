@@ -114,5 +114,7 @@ def as_module(func_or_module, func_name: str | None = None) -> tvm.IRModule:
             func_name = next(iter(funcs))
         if func_name not in funcs:
             raise FrontendError(f"the IRModule has no PrimFunc '{func_name}' (it has {', '.join(sorted(funcs))})")
-        return _as_single_module(funcs[func_name], func_name)
+        func = funcs[func_name]
+        symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
+        return _as_single_module(func, str(symbol) if symbol is not None else func_name)
     raise FrontendError(f"expected a tvm PrimFunc or IRModule, got {type(func_or_module).__name__}")

@@ -109,7 +109,18 @@ def static_shape(buf) -> tuple[int, ...]:
 def make_inputs(func: tirx.PrimFunc, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random contents for every buffer parameter (outputs too: some accumulate)."""
     rng = np.random.default_rng(seed)
-    return {buf.name: random_array(static_shape(buf), buf.dtype, rng) for buf in buffer_params(func)}
+    return {buf.name: random_array(static_shape(buf), str(buf.dtype), rng) for buf in buffer_params(func)}
+
+
+def negative_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The same data made strictly negative: catches wrong identities (max initialised with 0)."""
+    negative = {}
+    for name, array in inputs.items():
+        if array.dtype == bool or array.dtype.kind == "u":
+            negative[name] = array
+        else:
+            negative[name] = (-(np.abs(array)) - array.dtype.type(1)).astype(array.dtype)
+    return negative
 
 
 def scalar_arguments(func: tirx.PrimFunc, concrete: tirx.PrimFunc) -> dict[str, object]:
@@ -137,9 +148,13 @@ def _bound_size(func, concrete, var) -> int:
     raise UnsupportedConstructError(f"shape variable {var.name} is not a whole dimension of any buffer")
 
 
-def run_llvm(func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars: dict[str, object] | None = None) -> dict[str, np.ndarray]:
-    """Build `func` (static shapes) for the CPU, run it on copies of `arrays`, return all buffers."""
-    executable = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+def build_llvm(func: tirx.PrimFunc):
+    """TVM's CPU build of a PrimFunc with static shapes."""
+    return tvm.compile(tvm.IRModule({"main": func}), target="llvm")["main"]
+
+
+def run_built(entry, func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars: dict[str, object] | None = None) -> dict[str, np.ndarray]:
+    """Run a built function on copies of `arrays`; return every buffer afterwards."""
     tensors, args = {}, []
     for param in func.params:
         if tirx.is_buffer_var(param):
@@ -147,8 +162,12 @@ def run_llvm(func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars: dict[s
             args.append(tensors[param.name])
         else:
             args.append((scalars or {})[param.name])
-    executable["main"](*args)
+    entry(*args)
     return {name: tensor.numpy() for name, tensor in tensors.items()}
+
+
+def run_llvm(func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars: dict[str, object] | None = None) -> dict[str, np.ndarray]:
+    return run_built(build_llvm(func), func, arrays, scalars)
 
 
 def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: str, scale: float = 1.0) -> str | None:
@@ -183,36 +202,47 @@ def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: s
 
 @dataclass
 class ReferenceRun:
-    """The input PrimFunc's CPU results on one seeded data set, reused for every stage."""
+    """The input PrimFunc's CPU results on seeded data sets (random, then all negative), reused
+    for every stage and for the generated kernels."""
 
     func: tirx.PrimFunc
     concrete: tirx.PrimFunc
-    inputs: dict[str, np.ndarray]
+    datasets: list[dict[str, np.ndarray]]
     scalars: dict[str, object]
-    outputs: dict[str, np.ndarray]
-    written: set[str]
+    outputs: list[dict[str, np.ndarray]]
+
+    @property
+    def inputs(self) -> dict[str, np.ndarray]:
+        return self.datasets[0]
 
     @classmethod
     def of(cls, func: tirx.PrimFunc, seed: int = 0, sizes: dict[str, int] | None = None) -> "ReferenceRun":
         concrete = specialize_shapes(func, sizes)
-        inputs = make_inputs(concrete, seed)
+        first = make_inputs(concrete, seed)
+        datasets = [first, negative_inputs(first)]
         scalars = scalar_arguments(func, concrete)
-        outputs = run_llvm(concrete, inputs, {k: v for k, v in scalars.items() if any(p.name == k for p in concrete.params)})
-        return cls(func, concrete, inputs, scalars, outputs, written_buffers(func))
+        call_scalars = _scalars_for(concrete, scalars)
+        entry = build_llvm(concrete)
+        outputs = [run_built(entry, concrete, data, call_scalars) for data in datasets]
+        return cls(func, concrete, datasets, scalars, outputs)
 
-    def mismatches(self, results: dict[str, np.ndarray], scale: float = 1.0) -> list[str]:
-        dtypes = {b.name: b.dtype for b in buffer_params(self.concrete)}
+    def mismatches(self, results: list[dict[str, np.ndarray]], scale: float = 1.0) -> list[str]:
+        dtypes = {b.name: str(b.dtype) for b in buffer_params(self.concrete)}
         problems = []
-        for name in sorted(self.outputs):
-            expected = self.outputs[name]
-            problem = compare_arrays(name, expected, results[name], dtypes[name], scale)
-            if problem:
-                problems.append(problem)
+        for label, expected_set, actual_set in zip(("random data", "all-negative data"), self.outputs, results):
+            for name in sorted(expected_set):
+                problem = compare_arrays(name, expected_set[name], actual_set[name], dtypes[name], scale)
+                if problem:
+                    problems.append(f"{label}: {problem}")
         return problems
 
 
-def stage_results(reference: ReferenceRun, stage: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Run a later stage of the same function on the reference's inputs."""
+def _scalars_for(func: tirx.PrimFunc, scalars: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in scalars.items() if any(p.name == k for p in func.params)}
+
+
+def stage_results(reference: ReferenceRun, stage: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> list[dict[str, np.ndarray]]:
+    """Run a later stage of the same function on the reference's data sets."""
     concrete = specialize_shapes(stage, sizes)
-    scalars = {k: v for k, v in reference.scalars.items() if any(p.name == k for p in concrete.params)}
-    return run_llvm(concrete, reference.inputs, scalars)
+    entry = build_llvm(concrete)
+    return [run_built(entry, concrete, data, _scalars_for(concrete, reference.scalars)) for data in reference.datasets]

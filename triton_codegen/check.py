@@ -41,10 +41,12 @@ def check_against_tvm(kernel, func, *, seed: int = 0, sizes: dict[str, int] | No
     func = as_module(func)["main"]
     reference = ReferenceRun.of(func, seed=seed, sizes=sizes)
     device = "cpu" if interpret or not torch.cuda.is_available() else "cuda"
-    tensors = {b.name: _to_torch(reference.inputs[b.name], str(b.dtype)).to(device) for b in buffer_params(reference.concrete)}
-    args = [tensors[p.name] if p.name in tensors else reference.scalars[p.name] for p in func.params]
-    kernel(*args, interpret=interpret)
-    results = {name: tensor.cpu().numpy() for name, tensor in tensors.items()}
+    results = []
+    for data in reference.datasets:
+        tensors = {b.name: _to_torch(data[b.name], str(b.dtype)).to(device) for b in buffer_params(reference.concrete)}
+        args = [tensors[p.name] if p.name in tensors else reference.scalars[p.name] for p in func.params]
+        kernel(*args, interpret=interpret)
+        results.append({name: tensor.cpu().numpy() for name, tensor in tensors.items()})
     bound = {k: v for k, v in reference.scalars.items()}
     from tir_passes.numerics import shape_vars, _bound_size  # noqa: PLC0415 - only for the report
     for var in shape_vars(func):

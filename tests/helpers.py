@@ -1,0 +1,31 @@
+"""Plain helpers for the tests (no fixtures magic)."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir
+
+from triton_codegen import check_against_tvm, compile
+from triton_codegen.aot import compile_ahead_of_time
+from triton_codegen.configs import config_space
+
+AOT_ARCHS = (90, 80)
+
+
+def assert_rewrites(pass_, before, expected) -> None:
+    after = pass_(before)
+    s_tir.analysis.verify_well_formed(after)
+    tvm.ir.assert_structural_equal(after, expected)
+
+
+def compile_and_check(func, *, sizes=None, aot: bool = True, **options):
+    """Compile with every per-pass check, run the kernel in the interpreter against TVM's llvm
+    build, and compile every kernel ahead of time for sm_90 and sm_80."""
+    kernel = compile(func, **options)
+    report = check_against_tvm(kernel, func, sizes=sizes)
+    assert report.ok, str(report)
+    if aot:
+        for tile_kernel in kernel.program.kernels:
+            for arch in AOT_ARCHS:
+                compile_ahead_of_time(kernel.module_file(), tile_kernel, config_space(tile_kernel)[0], arch)
+    return kernel

@@ -1,0 +1,111 @@
+"""The command line as a user meets it: tables, diffs, and one-paragraph errors."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def cli(*args, env=None):
+    merged = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "triton_codegen.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=merged, timeout=300)
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+GOOD = """
+from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def double(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.sblock("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = A[vi] * T.float32(2)
+"""
+
+
+def assert_clean_error(done, *fragments):
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    for fragment in fragments:
+        assert fragment in done.stderr, done.stderr
+
+
+def test_passes_writes_dumps_diffs_and_a_table(tmp_path):
+    dumps = tmp_path / "d"
+    done = cli("passes", os.path.join(EXAMPLES, "transpose.py"), "--dump-dir", str(dumps), "--verify")
+    assert done.returncode == 0, done.stderr
+    assert "03    Tiling" in done.stdout and "numerics=ok" in done.stdout
+    assert sorted(p.name for p in dumps.iterdir() if p.suffix == ".py") == [
+        "00_input.py", "01_HoistAllocations.py", "02_RemoveUnitLoops.py", "03_Tiling.py"]
+    shown = cli("diff", str(dumps))
+    assert shown.returncode == 0 and "+++ 03_Tiling.py" in shown.stdout
+    pair = cli("diff", str(dumps), "0", "Tiling")
+    assert "--- 00_input.py" in pair.stdout
+
+
+def test_syntax_error_names_file_and_line(tmp_path):
+    path = write(tmp_path, "broken.py", GOOD.replace("for i in range(16):", "for i in range(16)"))
+    assert_clean_error(cli("passes", path, "--dump-dir", str(tmp_path / "d")), "broken.py:6", "syntax error")
+
+
+def test_undefined_buffer_names_file_and_line(tmp_path):
+    path = write(tmp_path, "undefined.py", GOOD.replace("A[vi] * T.float32(2)", "Q[vi] * T.float32(2)"))
+    assert_clean_error(cli("passes", path, "--dump-dir", str(tmp_path / "d")), "undefined.py:9", "Undefined variable: Q")
+
+
+def test_file_without_primfunc(tmp_path):
+    path = write(tmp_path, "empty.py", "x = 1\n")
+    assert_clean_error(cli("passes", path, "--dump-dir", str(tmp_path / "d")), "no @T.prim_func")
+
+
+def test_missing_function_lists_the_ones_that_exist():
+    done = cli("passes", os.path.join(EXAMPLES, "matmul.py") + ":matmul_int8", "--dump-dir", "unused")
+    assert_clean_error(done, "no PrimFunc named 'matmul_int8'", "matmul_fp16, matmul_fp32")
+
+
+def test_several_functions_without_a_choice():
+    done = cli("passes", os.path.join(EXAMPLES, "matmul.py"), "--dump-dir", "unused")
+    assert_clean_error(done, "several PrimFuncs", ":NAME")
+
+
+def test_unwritable_dump_folder(tmp_path):
+    blocker = write(tmp_path, "file", "not a folder")
+    done = cli("passes", os.path.join(EXAMPLES, "transpose.py"), "--dump-dir", os.path.join(blocker, "dumps"))
+    assert_clean_error(done, "cannot be written")
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    path = write(tmp_path, "empty.py", "x = 1\n")
+    done = cli("--debug", "passes", path, "--dump-dir", str(tmp_path / "d"))
+    assert done.returncode != 0 and "Traceback" in done.stderr
+
+
+def test_dumps_and_kernels_are_identical_across_hash_seeds(tmp_path):
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"run{seed}"
+        done = cli("compile", os.path.join(EXAMPLES, "softmax.py"), "-o", str(out / "k"), "--dump-dir", str(out / "d"),
+                   env={"PYTHONHASHSEED": seed})
+        assert done.returncode == 0, done.stderr
+        files = sorted(p for p in out.rglob("*") if p.is_file())
+        outputs.append({str(p.relative_to(out)): p.read_bytes() for p in files})
+    assert outputs[0].keys() == outputs[1].keys() and len(outputs[0]) > 5
+    assert outputs[0] == outputs[1]
+
+
+def test_compile_writes_module_and_manifest_and_checks(tmp_path):
+    done = cli("compile", os.path.join(EXAMPLES, "rmsnorm.py"), "-o", str(tmp_path), "--check")
+    assert done.returncode == 0, done.stderr
+    assert "matches TVM" in done.stdout
+    assert (tmp_path / "rmsnorm.py").exists() and (tmp_path / "manifest.json").exists()

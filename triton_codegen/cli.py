@@ -1,0 +1,178 @@
+"""The `tir-triton` command line: run and inspect the pass pipeline, compile, check, tune.
+
+Errors are one paragraph on stderr with a non-zero exit code; `--debug` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+
+def _add_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="FILE.py[:FUNC]", help="a Python file with @T.prim_func functions or an @I.ir_module")
+    parser.add_argument("--gpu", default="H200", help="GPU model the tiling model sizes tiles for (A10G, A100, H100, H200)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tir-triton", description="TVM S-TIR -> verified Triton kernels")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    passes = commands.add_parser("passes", help="run the pass pipeline, dump and diff every stage, print a table")
+    _add_target(passes)
+    passes.add_argument("--dump-dir", required=True, help="folder for NN_<Pass>.py dumps and .diff files")
+    passes.add_argument("--verify", action="store_true", help="verify every stage (well-formed, round trip, purity, bounds, numerics)")
+    passes.add_argument("--disable", action="append", default=[], metavar="PASS", help="skip a pass (repeatable)")
+    passes.add_argument("--stop-after", metavar="PASS", help="stop after this pass")
+    passes.add_argument("--quiet", action="store_true", help="print the table only, not the diffs")
+
+    diff = commands.add_parser("diff", help="print the diffs between stages of a dump folder")
+    diff.add_argument("dump_dir")
+    diff.add_argument("stages", nargs="*", metavar="STAGE", help="two stages (number or pass name); default: every consecutive pair")
+
+    commands.add_parser("list-passes", help="list the default pipeline's passes in order")
+
+    compile_ = commands.add_parser("compile", help="compile to a standalone Triton module plus manifest.json")
+    _add_target(compile_)
+    compile_.add_argument("-o", "--out-dir", required=True)
+    compile_.add_argument("--dump-dir", help="also write the stage dumps and the tile program here")
+    compile_.add_argument("--no-verify", action="store_true", help="skip the per-pass verification")
+    compile_.add_argument("--check", action="store_true", help="run the kernel (Triton interpreter) against TVM's CPU build")
+    compile_.add_argument("--allow-tf32", action="store_true", help="let fp32 tl.dot use tf32 tensor cores")
+
+    verify = commands.add_parser("verify", help="compile with every check, run the kernel against TVM, and compile it for sm_90/sm_80")
+    _add_target(verify)
+
+    tune = commands.add_parser("tune", help="benchmark a generated module's configs on the GPU (random inputs)")
+    tune.add_argument("module", help="a module written by `tir-triton compile`")
+    tune.add_argument("--sizes", default="", help="symbolic sizes, e.g. rows=4096")
+    return parser
+
+
+def _print_table(stages) -> None:
+    print(f"{'stage':<6}{'pass':<22}{'changed':<9}{'pass ms':>9}{'verify ms':>11}  checks")
+    for stage in stages:
+        checks = " ".join(f"{k}={v}" for k, v in stage.checks.items()) or "-"
+        print(f"{stage.index:02d}    {stage.name:<22}{'yes' if stage.changed else 'no':<9}"
+              f"{stage.seconds * 1000:>9.1f}{stage.verify_seconds * 1000:>11.1f}  {checks}")
+
+
+def cmd_passes(args) -> int:
+    from tir_passes.frontend import load_target
+    from tir_passes.pipeline import CHECKS, default_pipeline, run_pipeline
+
+    mod, name = load_target(args.target)
+    checks = CHECKS if args.verify else ()
+    result = run_pipeline(mod, default_pipeline(args.gpu), dump_dir=args.dump_dir, checks=checks,
+                          disable=args.disable, stop_after=args.stop_after)
+    if not args.quiet:
+        for stage in result.stages:
+            if stage.diff:
+                print(stage.diff)
+    print(f"PrimFunc {name}: {len(result.stages)} passes, dumps in {args.dump_dir}")
+    _print_table(result.stages)
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from tir_passes import dump
+
+    stages = dump.list_stages(args.dump_dir)
+    if args.stages:
+        if len(args.stages) != 2:
+            from tir_passes.errors import FrontendError
+            raise FrontendError("diff takes a dump folder and either no stages or exactly two")
+        pairs = [(dump.find_stage(stages, args.stages[0]), dump.find_stage(stages, args.stages[1]))]
+    else:
+        pairs = list(zip(stages, stages[1:]))
+    for before, after in pairs:
+        text = dump.unified_diff(dump.read_stage_script(before[2]), dump.read_stage_script(after[2]),
+                                 os.path.basename(before[2]), os.path.basename(after[2]))
+        print(text if text else f"# {os.path.basename(after[2])}: no change")
+    return 0
+
+
+def cmd_list_passes(args) -> int:
+    from tir_passes.pipeline import default_pipeline
+
+    for index, pass_ in enumerate(default_pipeline(), start=1):
+        print(f"{index:02d} {pass_.info.name}")
+    return 0
+
+
+def cmd_compile(args) -> int:
+    from tir_passes.frontend import load_target
+    from triton_codegen import check_against_tvm, compile
+
+    mod, name = load_target(args.target)
+    kernel = compile(mod, dump_dir=args.dump_dir, verify=not args.no_verify, gpu=args.gpu, allow_tf32=args.allow_tf32)
+    os.makedirs(args.out_dir, exist_ok=True)
+    path = kernel.save(args.out_dir)
+    manifest = kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"))
+    print(f"wrote {path} ({len(kernel.program.kernels)} kernel(s)) and {manifest}")
+    if args.check:
+        report = check_against_tvm(kernel, mod)
+        print(report)
+        return 0 if report.ok else 1
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from tir_passes.frontend import load_target
+    from triton_codegen import check_against_tvm, compile
+    from triton_codegen.aot import compile_ahead_of_time
+    from triton_codegen.configs import config_space
+
+    mod, name = load_target(args.target)
+    kernel = compile(mod, verify=True, gpu=args.gpu)
+    _print_table(kernel.pipeline.stages)
+    report = check_against_tvm(kernel, mod)
+    print(report)
+    for tile_kernel in kernel.program.kernels:
+        for arch in (90, 80):
+            result = compile_ahead_of_time(kernel.module_file(), tile_kernel, config_space(tile_kernel)[0], arch)
+            print(f"{tile_kernel.name}: compiles for sm_{arch} (shared memory {result.shared_bytes} bytes)")
+    return 0 if report.ok else 1
+
+
+def cmd_tune(args) -> int:
+    from triton_codegen.tuning import tune_module
+
+    sizes = dict((k, int(v)) for k, v in (item.split("=") for item in args.sizes.split(",") if item))
+    print(json.dumps(tune_module(args.module, sizes), indent=2))
+    return 0
+
+
+COMMANDS = {"passes": cmd_passes, "diff": cmd_diff, "list-passes": cmd_list_passes, "compile": cmd_compile,
+            "verify": cmd_verify, "tune": cmd_tune}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    try:
+        from tir_passes.errors import TirTritonError
+    except ImportError as err:  # a broken installation: say so plainly
+        print(f"error: cannot import tir-triton ({err})", file=sys.stderr)
+        return 2
+    try:
+        return COMMANDS[args.command](args)
+    except TirTritonError as err:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - last resort: one paragraph, traceback on --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"internal error: {type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}\n"
+              "(this is a tir-triton bug; run with --debug for the traceback)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
