@@ -1,5 +1,6 @@
-"""Test setup: Triton's interpreter on the CPU (set before anything imports triton), the examples
-folder importable, and helpers shared by the test layers."""
+"""Test setup: kernels run in Triton's interpreter on the CPU (TRITON_INTERPRET=1 is set before
+anything imports Triton), and the examples folder is importable. Ahead-of-time compiles for
+sm_90/sm_80 run in a worker process that imports Triton in compiled mode (triton_codegen/aot.py)."""
 
 import os
 import sys

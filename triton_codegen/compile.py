@@ -60,6 +60,9 @@ class TritonKernel:
 
     def __call__(self, *args, interpret: bool | None = None):
         interpret = _interpreting(interpret)
+        if interpret and not loader.triton_library_interpreted():
+            raise LaunchError(f"{self.name}: running on the CPU needs Triton's interpreter, but Triton was imported "
+                              "in compiled mode: set TRITON_INTERPRET=1 before anything imports triton")
         module = self.module(interpret)
         try:
             with loader.triton_mode(interpret):

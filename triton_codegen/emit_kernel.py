@@ -319,7 +319,8 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
     if kernel.group_m and len(axes) >= 2:
         m, n = axes[-2], axes[-1]
         lead = axes[:-2]
-        src.line(f"num_m, num_n = {counts[-2]}, {counts[-1]}")
+        src.line(f"num_m = {counts[-2]}")
+        src.line(f"num_n = {counts[-1]}")
         src.line("pid_mn = pid % (num_m * num_n)")
         src.line("rest = pid // (num_m * num_n)")
         src.line("group = GROUP_M * num_n  # programs per group of GROUP_M rows, for L2 reuse")

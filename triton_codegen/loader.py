@@ -30,8 +30,8 @@ def module_path(source: str, name: str, directory: str | None = None) -> str:
 
 @contextmanager
 def triton_mode(interpret: bool):
-    """TRITON_INTERPRET as `interpret` says, restored afterwards (Triton reads it at jit time and,
-    for the interpreter, again at the first launch)."""
+    """TRITON_INTERPRET as `interpret` says, restored afterwards (Triton reads it when a kernel is
+    decorated and, in the interpreter, again at launch)."""
     previous = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
     try:
@@ -41,6 +41,15 @@ def triton_mode(interpret: bool):
             os.environ.pop("TRITON_INTERPRET", None)
         else:
             os.environ["TRITON_INTERPRET"] = previous
+
+
+def triton_library_interpreted() -> bool:
+    """Triton binds its own @jit helpers (tl.sum, tl.cdiv) to one mode when it is imported: the
+    interpreter needs them interpreted, ahead-of-time compiles need them compiled."""
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    return not isinstance(tl.cdiv, JITFunction)
 
 
 def import_module(path: str, interpret: bool) -> ModuleType:
