@@ -2,22 +2,25 @@
 
 from tvm.script import tirx as T
 
-M, N = 67, 45
+
+def make_scale_shift_relu(M: int, N: int, dtype: str = "float32"):
+    @T.prim_func(s_tir=True)
+    def scale_shift_relu(X: T.Buffer((M, N), dtype), scale: T.Buffer((N,), dtype),
+                         shift: T.Buffer((M,), dtype), Y: T.Buffer((M, N), dtype)):
+        Z = T.sblock_alloc_buffer((M, N), dtype)
+        for i, j in T.grid(M, N):
+            with T.sblock("affine"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Z[vi, vj] = X[vi, vj] * scale[vj] + shift[vi]
+        for i, j in T.grid(M, N):
+            with T.sblock("relu_gate"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Y[vi, vj] = T.max(Z[vi, vj], T.Cast(dtype, 0)) * X[vi, vj]
+
+    return scale_shift_relu
 
 
-@T.prim_func(s_tir=True)
-def scale_shift_relu(X: T.Buffer((M, N), "float32"), scale: T.Buffer((N,), "float32"),
-                     shift: T.Buffer((M,), "float32"), Y: T.Buffer((M, N), "float32")):
-    Z = T.sblock_alloc_buffer((M, N), "float32")
-    for i, j in T.grid(M, N):
-        with T.sblock("affine"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            Z[vi, vj] = X[vi, vj] * scale[vj] + shift[vi]
-    for i, j in T.grid(M, N):
-        with T.sblock("relu_gate"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            Y[vi, vj] = T.max(Z[vi, vj], T.float32(0)) * X[vi, vj]
-
+scale_shift_relu = make_scale_shift_relu(67, 45)
 
 if __name__ == "__main__":
     from _check import main

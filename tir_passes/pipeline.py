@@ -4,6 +4,7 @@ with dumps, diffs, timing and verification after every pass.
 Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
   RemoveUnitLoops   no extent-1 loops: each remaining loop becomes a grid, tile or serial axis
+  NormalizeLoopStarts  every loop starts at 0 (TVM's split needs it; the start moves into bindings)
   Tiling            decides program ids, tile axes and reduction loops (needs the clean nests)
 """
 
@@ -22,6 +23,7 @@ from .hoist_allocations import HoistAllocations
 from .instrument import StageRecorder
 from .numerics import ReferenceRun
 from .pass_util import take_raised_error
+from .normalize_loop_starts import NormalizeLoopStarts
 from .remove_unit_loops import RemoveUnitLoops
 from .tiling import Tiling
 from . import dump, verify
@@ -31,6 +33,7 @@ CHECKS = ("well_formed", "round_trip", "purity", "bounds", "numerics")
 # passes whose reproducer can rebuild them by import path
 KNOWN_PASSES = {
     "HoistAllocations": "tir_passes.hoist_allocations:HoistAllocations",
+    "NormalizeLoopStarts": "tir_passes.normalize_loop_starts:NormalizeLoopStarts",
     "RemoveUnitLoops": "tir_passes.remove_unit_loops:RemoveUnitLoops",
     "Tiling": "tir_passes.tiling:Tiling",
 }
@@ -40,6 +43,7 @@ def default_pipeline(gpu: str = "H200") -> list[tvm.transform.Pass]:
     return [
         HoistAllocations(),
         RemoveUnitLoops(),
+        NormalizeLoopStarts(),
         Tiling(gpu),
     ]
 

@@ -200,7 +200,7 @@ def _plan_general(spec: GpuSpec, infos: list[LoopInfo], realize) -> NestPlan:
     remaining = budget
     if reduce:
         pos = reduce[-1]
-        size = min(next_power_of_two(_static(infos[pos].extent) or 1024), 2 * budget)
+        size = min(next_power_of_two(_static(infos[pos].extent) or 1024), power_of_two_floor(2 * budget))
         if size > budget:
             num_warps = 8
         tiles[pos] = (_block_name(infos[pos].var, taken), size)

@@ -14,6 +14,7 @@ import tvm_ffi
 
 from lowering.from_tir import lower_program
 from lowering.printer import format_program
+from lowering.support import check_supported
 from tir_passes.errors import FrontendError, LaunchError
 from tir_passes.frontend import as_module
 from tir_passes.pipeline import CHECKS, default_pipeline, pass_names, run_pipeline
@@ -63,6 +64,9 @@ class TritonKernel:
         if interpret and not loader.triton_library_interpreted():
             raise LaunchError(f"{self.name}: running on the CPU needs Triton's interpreter, but Triton was imported "
                               "in compiled mode: set TRITON_INTERPRET=1 before anything imports triton")
+        names = [p.name for p in self.program.params]
+        if len(args) != len(names):
+            raise LaunchError(f"{self.name}: expected {len(names)} arguments ({', '.join(names)}), got {len(args)}")
         module = self.module(interpret)
         try:
             with loader.triton_mode(interpret):
@@ -107,6 +111,7 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) to a Triton module."""
     mod = as_module(func_or_module, func_name)
     name = str(mod["main"].attrs["global_symbol"])
+    check_supported(mod["main"], name)
     pipeline = list(passes) if passes is not None else default_pipeline(gpu)
     result = run_pipeline(mod, pipeline, dump_dir=dump_dir, checks=CHECKS if verify else (), disable=disable)
     applied = tuple(s.name for s in result.stages)

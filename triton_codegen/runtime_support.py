@@ -143,7 +143,9 @@ def benchmark_configs(launch, configs):
     times = []
     for config in configs:
         try:
-            times.append(do_bench(lambda: launch(config), warmup=5, rep=20, return_mode="median"))
+            launch(config)  # compile outside the timing: do_bench sizes its repeats on a first call
+            torch.cuda.synchronize()
+            times.append(do_bench(lambda: launch(config), warmup=10, rep=50, return_mode="median"))
         except Exception:  # a config the GPU rejects (too much shared memory) is skipped
             times.append(float("inf"))
     return min(range(len(configs)), key=lambda i: times[i]), times

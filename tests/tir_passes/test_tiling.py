@@ -107,3 +107,22 @@ def test_already_tiled_nest_is_left_alone():
 
     after = Tiling()(Before)
     tvm.ir.assert_structural_equal(after, Before)
+
+
+def test_block_sizes_are_powers_of_two_for_any_extent():
+    """The model never proposes a block size that is not a power of two (Triton needs them)."""
+    from tvm import te
+
+    from tir_passes.tiling import plan_nest, _perfect_nest
+    from tir_passes.pass_util import top_level_statements
+
+    for rows, cols in [(1, 1), (3, 8191), (16384, 8192), (67, 45), (1000, 3), (5, 100000)]:
+        A = te.placeholder((rows, cols), "float32", name="A")
+        k = te.reduce_axis((0, cols), name="k")
+        B = te.compute((rows,), lambda i: te.sum(A[i, k], axis=k), name="B")
+        C = te.compute((rows, cols), lambda i, j: A[i, j] * 2.0, name="C")
+        for func in (te.create_prim_func([A, B]), te.create_prim_func([A, C])):
+            loops, realize = _perfect_nest(top_level_statements(func)[0])
+            plan = plan_nest(gpu_spec("H200"), loops, realize)
+            for name, size in plan.tiles.values():
+                assert size & (size - 1) == 0, (rows, cols, name, size)

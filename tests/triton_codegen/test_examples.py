@@ -8,7 +8,7 @@ from helpers import compile_and_check
 from attention_scores import make_attention_scores
 from batch_matmul import make_batch_matmul
 from conv2d_nhwc import make_conv2d_nhwc
-from elementwise import scale_shift_relu
+from elementwise import make_scale_shift_relu
 from layernorm import make_layernorm
 from matmul import make_matmul
 from matmul_bias_gelu import make_matmul_bias_gelu
@@ -18,7 +18,7 @@ from softmax import make_softmax
 from transpose import make_transpose
 
 CASES = {
-    "elementwise": lambda odd: scale_shift_relu,
+    "elementwise": lambda odd: make_scale_shift_relu(67, 45) if odd else make_scale_shift_relu(32, 128, "float16"),
     "softmax": lambda odd: make_softmax(67, 45) if odd else make_softmax(64, 128),
     "softmax_fp16": lambda odd: make_softmax(33, 70, "float16"),
     "layernorm": lambda odd: make_layernorm(67, 45) if odd else make_layernorm(32, 64),
@@ -55,7 +55,7 @@ def test_emitted_source_is_byte_identical_across_compiles():
     first = compile(make_softmax(67, 45), verify=False).source
     second = compile(make_softmax(67, 45), verify=False).source
     assert first == second
-    assert "0x" in first and "Passes applied: HoistAllocations, RemoveUnitLoops, Tiling" in first
+    assert "0x" in first and "Passes applied: HoistAllocations, RemoveUnitLoops, NormalizeLoopStarts, Tiling" in first
 
 
 def test_saved_module_imports_only_torch_and_triton(tmp_path):
