@@ -22,7 +22,7 @@ from . import reductions
 from .accesses import Condition, choose_conditions, conjuncts, needs_int64, offset_expr
 from .exprs import check_dtype, fold_binary, lower_expr
 from .kernel_scope import KernelScope, build_scope, python_name, role_of
-from .tile_ir import (Assign, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg,
+from .tile_ir import (Arange, Assign, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg,
                       Scalar, ScalarArg, ScratchBuffer, Store, TileKernel, TileProgram)
 
 
@@ -312,7 +312,7 @@ class KernelLowering:
     def load(self, load: tvm.ir.TensorLoad, guards: tuple) -> Expr:
         buf = load.source
         indices = self.indices(load.indices, guards)
-        register = self.registers.get((buf.name, tuple(indices)))
+        register = self.registers.get((buf.name, tuple(indices))) or self._renamed_register(buf.name, indices)
         if register is not None:
             return register
         if buf.name in self.register_buffers:
@@ -328,6 +328,30 @@ class KernelLowering:
         dims = self.merge_dims(dims, *(m.dims for m in mask))
         offset = self._broadcast_offset(offset, dims)
         return Load(buf.name, offset, mask, str(buf.dtype), dims)
+
+    def _renamed_register(self, buffer: str, indices: list[Expr]) -> Reg | None:
+        """A register written over one whole-extent tile axis and read over another of the same
+        size (two sub-nests of a fused kernel each have their own column loop) is the same value
+        with the axis renamed, as long as the renaming keeps the axes in order."""
+        sizes = {d.name: (d.block, d.default, d.min_block) for d in self.scope.dims}
+        for (name, written), reg in self.registers.items():
+            if name != buffer or len(written) != len(indices):
+                continue
+            mapping: dict[str, str] = {}
+            for w, r in zip(written, indices):
+                if w == r:
+                    continue
+                if not (isinstance(w, Arange) and isinstance(r, Arange) and sizes[w.dim] == sizes[r.dim]
+                        and sizes[w.dim][2] == sizes[w.dim][1] and mapping.get(w.dim, r.dim) == r.dim):
+                    mapping = None
+                    break
+                mapping[w.dim] = r.dim
+            if mapping is None:
+                continue
+            renamed = tuple(mapping.get(d, d) for d in reg.dims)
+            if renamed == self.merge_dims(renamed):
+                return Reg(reg.name, reg.dtype, renamed)
+        return None
 
     def _broadcast_offset(self, offset: Expr, dims: tuple[str, ...]) -> Expr:
         missing = tuple(d for d in dims if d not in offset.dims)

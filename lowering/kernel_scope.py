@@ -100,9 +100,24 @@ def build_scope(stmt: tirx.Stmt, lower_scalar, where: str) -> tuple[KernelScope,
     for loop, _ in all_loops:
         scope.analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
     partners = _partners(all_loops, where)
+    names = _unique_names([loop for loop, _ in all_loops])
     for loop, _ in all_loops:
-        _plan_loop(scope, loop, partners, lower_scalar, where)
+        _plan_loop(scope, loop, partners, lower_scalar, where, names)
     return scope, stmt
+
+
+def _unique_names(loops: list[tirx.For]) -> dict[int, str]:
+    """A Python name per loop; sub-nests of a fused kernel often reuse loop names (ax0, ax1)."""
+    names, taken = {}, set()
+    for loop in loops:
+        base = python_name(loop.loop_var.name)
+        name, suffix = base, 1
+        while name in taken:
+            suffix += 1
+            name = f"{base}_{suffix}"
+        taken.add(name)
+        names[_key(loop.loop_var)] = name
+    return names
 
 
 def _partners(all_loops, where) -> dict[int, tirx.For]:
@@ -126,9 +141,9 @@ def _static_int(expr) -> int | None:
     return int(expr.value) if isinstance(expr, tirx.IntImm) else None
 
 
-def _plan_loop(scope: KernelScope, loop: tirx.For, partners, lower_scalar, where) -> None:
+def _plan_loop(scope: KernelScope, loop: tirx.For, partners, lower_scalar, where, names) -> None:
     role = role_of(loop)
-    name = python_name(loop.loop_var.name)
+    name = names[_key(loop.loop_var)]
     key = _key(loop.loop_var)
     if role == "tile":
         scope.plans[key] = _plan_tile(scope, loop, name, lower_scalar, where)
@@ -139,7 +154,7 @@ def _plan_loop(scope: KernelScope, loop: tirx.For, partners, lower_scalar, where
         block = str(inner.annotations["tile.block"])
         extent = lower_scalar(inner.annotations["tile.extent"])
         count = Binary("cdiv", extent, Scalar(block, "int32"), "int32", ())
-        plan = LoopPlan(loop, kind, name, Const(0, "int32"), partner_of=python_name(inner.loop_var.name), count=count)
+        plan = LoopPlan(loop, kind, name, Const(0, "int32"), partner_of=names[_key(inner.loop_var)], count=count)
     else:
         start = lower_scalar(loop.min)
         index = Scalar(name, "int32")
@@ -154,7 +169,8 @@ def _plan_loop(scope: KernelScope, loop: tirx.For, partners, lower_scalar, where
 
 def _plan_tile(scope: KernelScope, loop: tirx.For, name: str, lower_scalar, where) -> LoopPlan:
     block = str(loop.annotations.get("tile.block", f"BLOCK_{name.upper()}"))
-    default = _static_int(loop.extent)
+    whole = "tile.size" in loop.annotations  # a whole-extent tile: no split, block >= extent
+    default = _static_int(loop.annotations["tile.size"]) if whole else _static_int(loop.extent)
     if default is None or default & (default - 1):
         raise UnsupportedConstructError(f"{where}: tile loop {loop.loop_var.name} must have a power-of-two "
                                         f"extent (the block size), not {loop.extent}")
@@ -169,11 +185,12 @@ def _plan_tile(scope: KernelScope, loop: tirx.For, name: str, lower_scalar, wher
     else:
         start = lower_scalar(loop.min)
         substitute = fold_binary("+", start, arange, "int32", (name,))
-        extent = Const(default, "int32")
+        extent = lower_scalar(loop.extent)
         extent_tir = loop.extent
     static_extent = _static_int(extent_tir) if extent_tir is not None else None
     even = static_extent is not None and static_extent % default == 0
     tail = None if even else Binary("<", substitute, extent, "bool", (name,))
     hoisted = outer_name is None or outer_plan.kind == "grid"
-    scope.dims.append(TileDim(name, block, default, extent, even, substitute, tail, hoisted))
+    scope.dims.append(TileDim(name, block, default, extent, even, substitute, tail, hoisted,
+                              min_block=default if whole else 1))
     return LoopPlan(loop, "tile", name, substitute)

@@ -184,6 +184,7 @@ class TileDim:
     index: Expr | None = None   # the axis's positions: start + arange(BLOCK)
     tail: Expr | None = None    # index < extent, unless even
     hoisted: bool = False       # index depends on program ids only (computed once per program)
+    min_block: int = 1          # a whole-extent tile keeps its block size in every config
 
 
 @dataclass(frozen=True)

@@ -45,11 +45,12 @@ def test_passes_writes_dumps_diffs_and_a_table(tmp_path):
     dumps = tmp_path / "d"
     done = cli("passes", os.path.join(EXAMPLES, "transpose.py"), "--dump-dir", str(dumps), "--verify")
     assert done.returncode == 0, done.stderr
-    assert "04    Tiling" in done.stdout and "numerics=ok" in done.stdout
+    assert "05    Tiling" in done.stdout and "numerics=ok" in done.stdout
     assert sorted(p.name for p in dumps.iterdir() if p.suffix == ".py") == [
-        "00_input.py", "01_HoistAllocations.py", "02_RemoveUnitLoops.py", "03_NormalizeLoopStarts.py", "04_Tiling.py"]
+        "00_input.py", "01_HoistAllocations.py", "02_LoopFusion.py", "03_RemoveUnitLoops.py",
+        "04_NormalizeLoopStarts.py", "05_Tiling.py"]
     shown = cli("diff", str(dumps))
-    assert shown.returncode == 0 and "+++ 04_Tiling.py" in shown.stdout
+    assert shown.returncode == 0 and "+++ 05_Tiling.py" in shown.stdout
     pair = cli("diff", str(dumps), "0", "Tiling")
     assert "--- 00_input.py" in pair.stdout
 

@@ -3,6 +3,8 @@ with dumps, diffs, timing and verification after every pass.
 
 Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
+  LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
+                    consumer's shared loops (before the loop clean-ups: it leaves unit loops)
   RemoveUnitLoops   no extent-1 loops: each remaining loop becomes a grid, tile or serial axis
   NormalizeLoopStarts  every loop starts at 0 (TVM's split needs it; the start moves into bindings)
   Tiling            decides program ids, tile axes and reduction loops (needs the clean nests)
@@ -20,6 +22,7 @@ import tvm
 
 from .errors import FrontendError, PassError, TirTritonError, VerificationError, first_line
 from .hoist_allocations import HoistAllocations
+from .loop_fusion import LoopFusion
 from .instrument import StageRecorder
 from .numerics import ReferenceRun
 from .pass_util import take_raised_error
@@ -33,6 +36,7 @@ CHECKS = ("well_formed", "round_trip", "purity", "bounds", "numerics")
 # passes whose reproducer can rebuild them by import path
 KNOWN_PASSES = {
     "HoistAllocations": "tir_passes.hoist_allocations:HoistAllocations",
+    "LoopFusion": "tir_passes.loop_fusion:LoopFusion",
     "NormalizeLoopStarts": "tir_passes.normalize_loop_starts:NormalizeLoopStarts",
     "RemoveUnitLoops": "tir_passes.remove_unit_loops:RemoveUnitLoops",
     "Tiling": "tir_passes.tiling:Tiling",
@@ -42,6 +46,7 @@ KNOWN_PASSES = {
 def default_pipeline(gpu: str = "H200") -> list[tvm.transform.Pass]:
     return [
         HoistAllocations(),
+        LoopFusion(),
         RemoveUnitLoops(),
         NormalizeLoopStarts(),
         Tiling(gpu),

@@ -22,9 +22,11 @@ tiles, from the GPU spec table (gpu_specs.py). The kernel's first loop also carr
 `tile.num_warps`, `tile.num_stages` and, for contractions, `tile.group_m` (grouped program
 order for L2 reuse).
 
-Assumes: HoistAllocations and RemoveUnitLoops ran. Nests that are not a perfect nest around one
-block (for example fused by hand) only get their common spatial outer loops marked as grid; nests
-that already carry tile annotations are left alone.
+Nests fused by LoopFusion (shared outer loops around several blocks) are tiled by
+tiling_fused.py: the shared loops become grid and tile axes of the one kernel.
+Assumes: HoistAllocations, RemoveUnitLoops and NormalizeLoopStarts ran. Other nests that are not a
+perfect nest only get their common spatial outer loops marked as grid; nests that already carry
+tile annotations are left alone.
 """
 
 from __future__ import annotations
@@ -290,7 +292,13 @@ def tile_function(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
             continue
         nest = _perfect_nest(stmt)
         if nest is None:
-            _mark_common_grid(sch, stmt)
+            from .tiling_fused import split_fused_nest, tile_fused_nest  # noqa: PLC0415 - it imports this module
+
+            fused = split_fused_nest(stmt)
+            if fused is not None:
+                tile_fused_nest(sch, spec, *fused, extents)
+            else:
+                _mark_common_grid(sch, stmt)
             changed = True
             continue
         loops, realize = nest

@@ -147,17 +147,6 @@ def cmd_tune(args) -> int:
     return 0
 
 
-def _choose_triton_mode() -> None:
-    """Without a GPU, kernels run in Triton's interpreter, which must be chosen before Triton is
-    imported (ahead-of-time compiles then happen in a worker process)."""
-    if "TRITON_INTERPRET" in os.environ:
-        return
-    import torch
-
-    if not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"
-
-
 COMMANDS = {"passes": cmd_passes, "diff": cmd_diff, "list-passes": cmd_list_passes, "compile": cmd_compile,
             "verify": cmd_verify, "tune": cmd_tune}
 
@@ -165,7 +154,6 @@ COMMANDS = {"passes": cmd_passes, "diff": cmd_diff, "list-passes": cmd_list_pass
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    _choose_triton_mode()
     try:
         from tir_passes.errors import TirTritonError
     except ImportError as err:  # a broken installation: say so plainly

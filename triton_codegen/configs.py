@@ -33,7 +33,7 @@ def _allowed(kernel: TileKernel, block: str, size: int, dot_axes: set[str]) -> b
     for dim in kernel.dims:
         if dim.block != block:
             continue
-        if dim.name in dot_axes and size < 16:
+        if dim.name in dot_axes and size < 16 or size < dim.min_block:
             return False
         extent = dim.extent.value if isinstance(dim.extent, Const) else None
         if extent is not None:

@@ -31,15 +31,15 @@ def test_no_op_pass_is_marked_and_has_an_empty_diff(tmp_path):
     with open(hoist.dump_path) as handle:
         assert "no-op" in handle.readline()
     tiling = result.stages[-1]
-    assert tiling.changed and tiling.diff.startswith("--- 03_NormalizeLoopStarts")
-    assert os.path.exists(os.path.join(str(tmp_path), "04_Tiling.diff"))
+    assert tiling.changed and tiling.diff.startswith("--- 04_NormalizeLoopStarts")
+    assert os.path.exists(os.path.join(str(tmp_path), "05_Tiling.diff"))
 
 
 def test_disable_and_stop_after_select_passes():
     result = run_pipeline(as_module(softmax), disable=["RemoveUnitLoops"], stop_after="Tiling")
-    assert [s.name for s in result.stages] == ["HoistAllocations", "NormalizeLoopStarts", "Tiling"]
+    assert [s.name for s in result.stages] == ["HoistAllocations", "LoopFusion", "NormalizeLoopStarts", "Tiling"]
     result = run_pipeline(as_module(softmax), stop_after="RemoveUnitLoops")
-    assert [s.name for s in result.stages] == ["HoistAllocations", "RemoveUnitLoops"]
+    assert [s.name for s in result.stages] == ["HoistAllocations", "LoopFusion", "RemoveUnitLoops"]
 
 
 def test_unknown_pass_name_lists_the_passes():

@@ -1,0 +1,245 @@
+"""LoopFusion: turn a multi-stage PrimFunc into fewer kernels, keeping intermediates on chip.
+
+Two rewrites, both with TVM's schedule (so TVM checks the dependences):
+  1. inline: a spatial block that writes an intermediate is inlined into its consumers
+     (compute_inline): elementwise producers, exp in softmax, padding before a convolution.
+  2. fuse over shared axes: a block whose intermediate is read by a later nest is moved under
+     that nest's leading loops (compute_at), when the consumer reads exactly the element of the
+     shared axes it is computing (row `vi` of a row reduction; `(vi, vj)` of a matmul result in
+     its epilogue). Each shared-axis iteration then computes the rows it needs once, and the
+     intermediate stays in registers (the lowering checks this again).
+
+Every decision, taken or refused, is recorded with its reason and the global-memory bytes it
+saves (the intermediate's write and read), as the root block's "fusion.decisions" annotation.
+Refused: a consumer reading a neighbour (`X[vi + 1]`) or a whole other axis of the producer's
+output, an intermediate also read by a third nest, a fused row too large for registers, and
+anything TVM's schedule rejects (its message is the reason).
+Assumes: HoistAllocations ran (intermediates are root allocations).
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from .pass_util import root_block, s_tir_pass, top_level_statements
+
+# a fused intermediate may hold this many elements per shared-axis point (e.g. one row)
+REGISTER_ELEMENTS_PER_ROW = 8192
+
+
+def _element_bytes(buf) -> int:
+    return max(1, tvm.DataType(str(buf.dtype)).bits // 8)
+
+
+def _size(buf) -> int | None:
+    count = 1
+    for dim in buf.shape:
+        if not isinstance(dim, tirx.IntImm):
+            return None
+        count *= int(dim.value)
+    return count
+
+
+def _traffic(buf) -> str:
+    size = _size(buf)
+    return "the global round trip" if size is None else f"{2 * size * _element_bytes(buf)} bytes of global traffic"
+
+
+def _is_spatial(block: s_tir.SBlock) -> bool:
+    return all(iv.iter_type == tirx.IterVar.DataPar for iv in block.iter_vars) and block.init is None
+
+
+def _is_contraction(block: s_tir.SBlock) -> bool:
+    from .tiling import contraction_operands  # noqa: PLC0415 - tiling imports the pass list
+
+    return contraction_operands(block) is not None
+
+
+def _writes(block) -> list:
+    return [region.source for region in block.writes]
+
+
+def _blocks_under(stmt) -> list[s_tir.SBlock]:
+    blocks: list = []
+    tvm_ffi.structural_walk(stmt, (s_tir.SBlock, blocks.append), order="pre")
+    return blocks
+
+
+def _reads_of(block: s_tir.SBlock, buf) -> list:
+    loads: list = []
+    tvm_ffi.structural_walk(block.body, (tvm.ir.TensorLoad, lambda l: loads.append(l) if l.source.same_as(buf) else None))
+    return loads
+
+
+def _inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
+    root = sch.get(sch.get_sblock("root"))
+    for block in reversed(_blocks_under(root.body)):
+        written = _writes(block)
+        if not _is_spatial(block) or len(written) != 1 or written[0].name not in intermediates:
+            continue
+        try:
+            sch.compute_inline(sch.get_sblock(block.name_hint))
+        except tvm.error.TVMError as err:
+            decisions.append(f"keep {block.name_hint}: TVM cannot inline it ({_first_line(err)})")
+            continue
+        decisions.append(f"inline {block.name_hint} into its consumers (elementwise producer); "
+                         f"{written[0].name} never reaches memory: saves {_traffic(written[0])}")
+
+
+def _first_line(err) -> str:
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip() and not ln.strip().startswith(("File", "note"))]
+    return lines[-1][:160] if lines else type(err).__name__
+
+
+def _identity_var(realize: s_tir.SBlockRealize, loop_var) -> tirx.Var | None:
+    """The block variable bound to exactly `loop_var`, if any."""
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if isinstance(value, tirx.Var) and value.same_as(loop_var) and iv.iter_type == tirx.IterVar.DataPar:
+            return iv.var
+    return None
+
+
+def _realize_of(sch: s_tir.Schedule, name: str) -> s_tir.SBlockRealize:
+    found: list = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, (s_tir.SBlockRealize, lambda r: found.append(r) if r.block.name_hint == name else None))
+    return found[0]
+
+
+def shared_depth(sch: s_tir.Schedule, producer: str, consumer: str, buf) -> tuple[int, str]:
+    """How many leading loops the consumer can share with the producer, and why not more."""
+    p_real, c_real = _realize_of(sch, producer), _realize_of(sch, consumer)
+    p_loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(producer))]
+    c_loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(consumer))]
+    store = p_real.block.body
+    if not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buf):
+        return 0, f"{producer} is not a single store to {buf.name}"
+    reads = _reads_of(c_real.block, buf)
+    depth = 0
+    for axis in range(min(len(store.indices), len(p_loops), len(c_loops))):
+        p_var, c_var = _identity_var(p_real, p_loops[axis].loop_var), _identity_var(c_real, c_loops[axis].loop_var)
+        if p_var is None or c_var is None or not store.indices[axis].same_as(p_var):
+            break
+        if not tvm_ffi.structural_equal(p_loops[axis].extent, c_loops[axis].extent):
+            break
+        mismatch = next((r for r in reads if not (isinstance(r.indices[axis], tirx.Var) and r.indices[axis].same_as(c_var))), None)
+        if mismatch is not None:
+            index = ", ".join(str(i) for i in mismatch.indices)
+            if depth == 0:
+                return 0, (f"{consumer} reads {buf.name}[{index}], not the element of the shared axis it computes "
+                           f"({c_var.name}): fusing would need values another program computes")
+            break
+        depth += 1
+    if depth == 0:
+        return 0, f"{producer} and {consumer} share no leading spatial axis"
+    return depth, ""
+
+
+def _row_elements(buf, depth: int) -> int | None:
+    count = 1
+    for dim in list(buf.shape)[depth:]:
+        if not isinstance(dim, tirx.IntImm):
+            return None
+        count *= int(dim.value)
+    return count
+
+
+def _nest_index(sch: s_tir.Schedule, name: str) -> int:
+    for index, stmt in enumerate(top_level_statements(sch.mod["main"])):
+        if any(b.name_hint == name for b in _blocks_under(stmt)):
+            return index
+    return -1
+
+
+def _readers(sch: s_tir.Schedule, buf, producer: str) -> list[str]:
+    names = []
+    for stmt in top_level_statements(sch.mod["main"]):
+        for block in _blocks_under(stmt):
+            if block.name_hint != producer and _reads_of(block, buf):
+                names.append(block.name_hint)
+    return names
+
+
+def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates) -> tuple[str | None, int, str]:
+    """(consumer, shared depth, reason when not fusable) for a producer in a nest of its own."""
+    written = _writes(producer)
+    if len(written) != 1 or written[0].name not in intermediates:
+        return None, 0, ""
+    buf = written[0]
+    readers = _readers(sch, buf, producer.name_hint)
+    own = _nest_index(sch, producer.name_hint)
+    nests = {_nest_index(sch, r) for r in readers}
+    if not readers or nests == {own}:
+        return None, 0, ""
+    if len(nests) > 1:
+        return readers[0], 0, f"{buf.name} is read by several nests ({', '.join(readers)})"
+    consumer = readers[0]
+    depth, reason = shared_depth(sch, producer.name_hint, consumer, buf)
+    row = _row_elements(buf, depth) if depth else None
+    if row is not None and _is_contraction(producer):
+        row *= 16  # tl.dot needs at least 16 rows: that many rows of the result live at once
+    if depth and (row is None or row > REGISTER_ELEMENTS_PER_ROW):
+        size = row if row is not None else "a symbolic number of"
+        return consumer, 0, (f"{buf.name} would keep {size} elements per shared-axis point in registers, "
+                             f"over the budget of {REGISTER_ELEMENTS_PER_ROW}")
+    return consumer, depth, reason
+
+
+def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions: list[str]) -> str:
+    """Move the producer under the consumer's leading `depth` loops; '' or TVM's refusal."""
+    loop = sch.get_loops(sch.get_sblock(consumer))[depth - 1]
+    try:
+        sch.compute_at(sch.get_sblock(producer.name_hint), loop, preserve_unit_loops=False)
+    except tvm.error.TVMError as err:
+        return f"TVM refuses ({_first_line(err)})"
+    buf = _writes(producer)[0]
+    decisions.append(f"fuse {producer.name_hint} into the nest of {consumer} over {depth} shared axis(es); "
+                     f"{buf.name} stays in registers: saves {_traffic(buf)}")
+    return ""
+
+
+def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
+    """Fuse until nothing changes (consumers first, so chains collapse), then record refusals."""
+    refused: dict[str, str] = {}
+    progress = True
+    while progress:
+        progress = False
+        root = sch.get(sch.get_sblock("root"))
+        for producer in reversed(_blocks_under(root.body)):
+            if producer.name_hint in ("root",) or producer.name_hint in refused:
+                continue
+            consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
+            if consumer is None or not depth:
+                continue
+            failure = _fuse_one(sch, producer, consumer, depth, decisions)
+            if failure:
+                refused[producer.name_hint] = f"not fused: {producer.name_hint} -> {consumer}: {failure}"
+                continue
+            progress = True
+            break
+    root = sch.get(sch.get_sblock("root"))
+    for producer in _blocks_under(root.body):
+        consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
+        if producer.name_hint in refused:
+            decisions.append(refused[producer.name_hint])
+        elif consumer is not None and not depth:
+            decisions.append(f"not fused: {producer.name_hint} -> {consumer}: {reason}")
+
+
+def fuse_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    intermediates = {b.name for b in root_block(func).alloc_buffers}
+    if not intermediates or len(top_level_statements(func)) < 2:
+        return func
+    sch = s_tir.Schedule(func)
+    decisions: list[str] = []
+    _inline_elementwise(sch, intermediates, decisions)
+    _fuse_over_shared_axes(sch, intermediates, decisions)
+    if not decisions:
+        return func
+    sch.annotate(sch.get_sblock("root"), "fusion.decisions", decisions)
+    return sch.mod["main"]
+
+
+def LoopFusion():
+    return s_tir_pass("LoopFusion", fuse_loops)

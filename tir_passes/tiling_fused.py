@@ -1,0 +1,166 @@
+"""Tiling of fused nests (part of the Tiling pass): shared outer loops around several blocks.
+
+LoopFusion leaves nests such as
+
+    for i:                       # shared by every block below
+        for k: row_max ...       # sub-nest of one block
+        for k: row_sum ...
+        for j: normalize ...
+
+The shared loops become grid loops and tile axes (every block of the kernel works on the same
+rows); inside, each sub-nest gets its innermost reduction and innermost spatial loops as tile
+axes (with serial loops over tiles when a row is longer than one tile). When one block is a
+contraction whose M and N loops are the shared loops (a matmul with its epilogue), the
+contraction model sizes BLOCK_M/N/K and the epilogue shares the accumulator's tile.
+"""
+
+from __future__ import annotations
+
+from tvm import s_tir, tirx
+
+from .gpu_specs import GpuSpec
+from .tiling import (REDUCE, SPATIAL, LoopInfo, _block_name, _classify, _perfect_nest, _plan_contraction, _static,
+                     contraction_operands, next_power_of_two, power_of_two_floor)
+
+MAX_ROW_TILE = 16384
+
+
+def split_fused_nest(stmt) -> tuple[list[tirx.For], list[tuple[list[tirx.For], s_tir.SBlockRealize]]] | None:
+    """(shared loops, [(sub-nest loops, realize)]) or None when the nest has another shape."""
+    shared = []
+    while isinstance(stmt, tirx.For):
+        shared.append(stmt)
+        stmt = stmt.body
+    children = list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else None
+    if not shared or children is None:
+        return None
+    subs = []
+    for child in children:
+        if isinstance(child, s_tir.SBlockRealize):
+            subs.append(([], child))
+            continue
+        nest = _perfect_nest(child)
+        if nest is None:
+            return None
+        subs.append(nest)
+    if any(_classify(loop, realize) != SPATIAL for loop in shared for _, realize in subs):
+        return None
+    return shared, subs
+
+
+def _contraction_plan(spec, shared, subs):
+    for loops, realize in subs:
+        if contraction_operands(realize.block) is None:
+            continue
+        all_loops = shared + loops
+        infos = [LoopInfo(l.loop_var, l.extent, _classify(l, realize)) for l in all_loops]
+        plan = _plan_contraction(spec, all_loops, infos, realize)
+        if plan is None:
+            continue
+        positions = sorted(plan.tiles)
+        m_n = [p for p in positions if p < len(shared)]
+        k = [p for p in positions if p >= len(shared)]
+        if len(m_n) == 2 and len(k) == 1:
+            return plan, realize.block.name_hint, k[0] - len(shared)
+    return None
+
+
+def _row_sizes(shared, subs, taken):
+    """Tile the innermost shared loop by rows and each sub-nest's innermost reduction and spatial
+    loops by columns. Rows up to MAX_ROW_TILE wide are one whole tile (no serial loop), so
+    intermediates along them can stay in registers; tiles over equal extents share a block size."""
+    whole_rows = max((_static(l.extent) or MAX_ROW_TILE + 1) for loops, _ in subs for l in loops) <= MAX_ROW_TILE \
+        if any(loops for loops, _ in subs) else True
+    names_by_extent: dict[int, str] = {}
+    sub_tiles, widest = [], 1
+    for loops, realize in subs:
+        tiles: dict[int, tuple[str, int, bool]] = {}
+        for kind in (REDUCE, SPATIAL):
+            positions = [p for p, l in enumerate(loops) if _classify(l, realize) == kind]
+            if not positions:
+                continue
+            pos = positions[-1]
+            extent = _static(loops[pos].extent)
+            size = min(next_power_of_two(extent or 1024), MAX_ROW_TILE)
+            if whole_rows and extent is not None:
+                name = names_by_extent.setdefault(extent, _block_name(loops[pos].loop_var, taken))
+            else:
+                name = _block_name(loops[pos].loop_var, taken)
+            tiles[pos] = (name, size, whole_rows and extent is not None)
+            widest = max(widest, size)
+        sub_tiles.append(tiles)
+    rows = max(1, power_of_two_floor(max(1, 4096 // widest)))
+    rows = min(rows, next_power_of_two(_static(shared[-1].extent) or rows))
+    shared_tiles = {len(shared) - 1: (_block_name(shared[-1].loop_var, taken), rows, False)} if rows > 1 else {}
+    warps = max(4, min(16, power_of_two_floor(max(1, rows * widest // 512))))
+    return shared_tiles, sub_tiles, warps
+
+
+def _split(sch, loop_rv, name, size, whole, extents):
+    """Outer (grid or serial) x inner tile loop; a whole tile keeps the loop and records its size."""
+    if whole:
+        sch.annotate(loop_rv, "tile.role", "tile")
+        sch.annotate(loop_rv, "tile.block", name)
+        sch.annotate(loop_rv, "tile.size", size)
+        return None, loop_rv
+    extent = sch.get(loop_rv).extent
+    outer, inner = sch.split(loop_rv, [None, size], preserve_unit_iters=True)
+    sch.annotate(inner, "tile.role", "tile")
+    sch.annotate(inner, "tile.outer", sch.get(outer).loop_var.name)
+    sch.annotate(inner, "tile.block", name)
+    extents[sch.get(inner).loop_var.__chandle__()] = extent
+    return outer, inner
+
+
+def _apply_shared(sch, anchor: str, count: int, tiles, extents) -> tuple[object, int]:
+    loops = sch.get_loops(sch.get_sblock(anchor))[:count]
+    grid, tile = [], []
+    for pos, loop in enumerate(loops):
+        if pos in tiles:
+            outer, inner = _split(sch, loop, *tiles[pos], extents)
+            grid += [outer] if outer is not None else []
+            tile.append(inner)
+        else:
+            grid.append(loop)
+    for loop in grid:
+        sch.annotate(loop, "tile.role", "grid")
+    if len(grid) + len(tile) > 1:
+        sch.reorder(*(grid + tile))
+    return grid[0], len(grid) + len(tile)
+
+
+def _apply_sub(sch, block: str, skip: int, tiles, extents) -> None:
+    loops = sch.get_loops(sch.get_sblock(block))[skip:]
+    serial, tile = [], []
+    for pos, loop in enumerate(loops):
+        if pos in tiles:
+            outer, inner = _split(sch, loop, *tiles[pos], extents)
+            serial += [outer] if outer is not None else []
+            tile.append(inner)
+        else:
+            serial.append(loop)
+    for loop in serial:
+        sch.annotate(loop, "tile.role", "serial")
+    if len(serial) + len(tile) > 1:
+        sch.reorder(*(serial + tile))
+
+
+def tile_fused_nest(sch: s_tir.Schedule, spec: GpuSpec, shared, subs, extents: dict) -> None:
+    taken: set[str] = set()
+    contraction = _contraction_plan(spec, shared, subs)
+    if contraction is not None:
+        plan, name, k_pos = contraction
+        shared_tiles = {p: (*t, False) for p, t in plan.tiles.items() if p < len(shared)}
+        sub_tiles = [{k_pos: (*plan.tiles[len(shared) + k_pos], False)} if r.block.name_hint == name else {} for _, r in subs]
+        warps, stages, group_m = plan.num_warps, plan.num_stages, plan.group_m
+    else:
+        shared_tiles, sub_tiles, warps = _row_sizes(shared, subs, taken)
+        stages, group_m = 2, None
+    first, count = _apply_shared(sch, subs[0][1].block.name_hint, len(shared), shared_tiles, extents)
+    for (loops, realize), tiles in zip(subs, sub_tiles):
+        if loops:
+            _apply_sub(sch, realize.block.name_hint, count, tiles, extents)
+    sch.annotate(first, "tile.num_warps", warps)
+    sch.annotate(first, "tile.num_stages", stages)
+    if group_m is not None and len(shared_tiles) >= 2:
+        sch.annotate(first, "tile.group_m", group_m)
