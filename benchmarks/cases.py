@@ -46,6 +46,8 @@ def cases() -> list[dict]:
              bytes=32 * (2 * 1024 * 256 * 2 + 1024 * 1024 * 4), flops=2 * 32 * 1024 * 1024 * 256),
         dict(name="attention_scores_fp16_4096x4096x128", func=make_attention_scores(4096, 4096, 128), sizes={},
              bytes=2 * 4096 * 128 * 2 + 4096 * 4096 * 4, flops=2 * 4096 * 4096 * 128),
+        dict(name="attention_scores_fp16_8192x512x64", func=make_attention_scores(8192, 512, 64), sizes={},
+             bytes=(8192 + 512) * 64 * 2 + 8192 * 512 * 4, flops=2 * 8192 * 512 * 64),
         dict(name="transpose_fp32_8192x8192", func=make_transpose(8192, 8192), sizes={},
              bytes=2 * 8192 * 8192 * 4, flops=0),
         dict(name="conv2d_nhwc_fp16_32x56x56x64x64", func=make_conv2d_nhwc(32, 56, 56, 64, 64), sizes={},

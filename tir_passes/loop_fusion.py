@@ -116,24 +116,22 @@ def shared_depth(sch: s_tir.Schedule, producer: str, consumer: str, buf) -> tupl
     if not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buf):
         return 0, f"{producer} is not a single store to {buf.name}"
     reads = _reads_of(c_real.block, buf)
-    depth = 0
+    depth, reason = 0, f"{producer} and {consumer} share no leading spatial axis"
     for axis in range(min(len(store.indices), len(p_loops), len(c_loops))):
         p_var, c_var = _identity_var(p_real, p_loops[axis].loop_var), _identity_var(c_real, c_loops[axis].loop_var)
         if p_var is None or c_var is None or not store.indices[axis].same_as(p_var):
             break
-        if not tvm_ffi.structural_equal(p_loops[axis].extent, c_loops[axis].extent):
-            break
         mismatch = next((r for r in reads if not (isinstance(r.indices[axis], tirx.Var) and r.indices[axis].same_as(c_var))), None)
         if mismatch is not None:
             index = ", ".join(str(i) for i in mismatch.indices)
-            if depth == 0:
-                return 0, (f"{consumer} reads {buf.name}[{index}], not the element of the shared axis it computes "
-                           f"({c_var.name}): fusing would need values another program computes")
+            reason = (f"{consumer} reads {buf.name}[{index}], not the element of the shared axis it computes "
+                      f"({c_var.name}): fusing would need values another program computes")
+            break
+        if not tvm_ffi.structural_equal(p_loops[axis].extent, c_loops[axis].extent):
+            reason = f"the axis has extent {p_loops[axis].extent} in {producer} but {c_loops[axis].extent} in {consumer}"
             break
         depth += 1
-    if depth == 0:
-        return 0, f"{producer} and {consumer} share no leading spatial axis"
-    return depth, ""
+    return (depth, "") if depth else (0, reason)
 
 
 def _row_elements(buf, depth: int) -> int | None:

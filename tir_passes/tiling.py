@@ -14,7 +14,9 @@ llvm build still runs the loops serially:
 Tiled loops are split (outer grid/serial loop x inner tile loop of the default block size,
 with TIR's predicate for the tail) and reordered to grid, serial, tile. The innermost two
 spatial loops become tile axes; the innermost reduction loop becomes a tile axis (plus a serial
-loop over tiles when it is longer than one tile); other loops stay grid or serial.
+loop over tiles when it is longer than one tile); other loops stay grid or serial. A spatial nest
+whose accesses are contiguous along different loops (a transpose) gets square 64x64 tiles over
+those two loops instead, so that both the loads and the stores coalesce.
 
 Block sizes are powers of two from a small model: element size, reduction length, a register
 budget per program and, for contractions (tl.dot), shared memory for the pipelined operand
@@ -190,6 +192,32 @@ def _block_name(loop_var: tirx.Var, taken: set[str]) -> str:
     return name
 
 
+TRANSPOSE_TILE = 64
+
+
+def contiguous_loop_positions(infos: list[LoopInfo], realize) -> list[int]:
+    """Loops that drive the last (contiguous) index of some access of the block, in loop order."""
+    block = realize.block
+    accesses: list = []
+    tvm_ffi.structural_walk(block.body, [(tirx.BufferStore, accesses.append), (tvm.ir.TensorLoad, accesses.append)])
+    driving: set[str] = set()
+    for access in accesses:
+        if access.indices:
+            driving.update(v.name for v in _vars_of(access.indices[-1]))
+    return [p for p, info in enumerate(infos) if _bound_iter(info.var, realize) in driving]
+
+
+def _plan_transposed(infos: list[LoopInfo], positions: list[int], realize) -> NestPlan:
+    """Accesses contiguous along different loops (a transpose): square tiles over both, so the
+    loads and the stores each run along a tile axis and coalesce."""
+    taken: set[str] = set()
+    tiles = {}
+    for pos in positions[-2:]:
+        size = min(TRANSPOSE_TILE, next_power_of_two(_static(infos[pos].extent) or TRANSPOSE_TILE))
+        tiles[pos] = (_block_name(infos[pos].var, taken), size)
+    return NestPlan(realize.block.name_hint, tiles, 4, 2, None)
+
+
 def _plan_general(spec: GpuSpec, infos: list[LoopInfo], realize) -> NestPlan:
     dtype = realize.block.body.buffer.dtype if isinstance(realize.block.body, tirx.BufferStore) else "float32"
     elt = _element_bytes(dtype)
@@ -223,6 +251,9 @@ def plan_nest(spec: GpuSpec, loops: list[tirx.For], realize: s_tir.SBlockRealize
         plan = _plan_contraction(spec, loops, infos, realize)
         if plan is not None:
             return plan
+    contiguous = [p for p in contiguous_loop_positions(infos, realize) if infos[p].kind == SPATIAL]
+    if len(contiguous) >= 2 and all(info.kind == SPATIAL for info in infos):
+        return _plan_transposed(infos, contiguous, realize)
     return _plan_general(spec, infos, realize)
 
 

@@ -126,3 +126,24 @@ def test_block_sizes_are_powers_of_two_for_any_extent():
             plan = plan_nest(gpu_spec("H200"), loops, realize)
             for name, size in plan.tiles.values():
                 assert size & (size - 1) == 0, (rows, cols, name, size)
+
+
+def test_transposed_access_gets_square_tiles_over_both_axes():
+    """B[j, i] = A[i, j]: the load is contiguous along j, the store along i; both become tiles."""
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((512, 256), "float32"), B: T.Buffer((256, 512), "float32")):
+        for i, j in T.grid(512, 256):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vj, vi] = A[vi, vj]
+
+    loops = dict(_loop_annotations(tile_function(main, gpu_spec("H200"))))
+    assert loops["i_1"]["tile.role"] == loops["j_1"]["tile.role"] == "tile"
+    from tvm import tirx
+    import tvm_ffi
+
+    extents = {}
+    tvm_ffi.structural_walk(tile_function(main, gpu_spec("H200")).body,
+                            (tirx.For, lambda f: extents.__setitem__(f.loop_var.name, int(f.extent))))
+    assert extents["i_1"] == 64 and extents["j_1"] == 64
