@@ -232,10 +232,11 @@ class KernelLowering:
         for dim in self.scope.dims:
             if dim.even:
                 continue
-            plan = next(p for p in self.scope.plans.values() if p.kind == "tile" and p.name == dim.name)
-            if not self._block_uses_loop(realize, plan.loop):
-                continue
-            conditions.append(self._tail_condition(plan, dim))
+            # several loops may share one axis (whole-row tiles of sub-nests): the block's own counts
+            plan = next((p for p in self.scope.plans.values() if p.kind == "tile" and p.name == dim.name
+                         and self._block_uses_loop(realize, p.loop)), None)
+            if plan is not None:
+                conditions.append(self._tail_condition(plan, dim))
         for cond in conjuncts(realize.predicate):
             tile = lower_expr(self, cond)
             if all(tile != c.tile for c in conditions):

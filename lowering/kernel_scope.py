@@ -101,8 +101,8 @@ def build_scope(stmt: tirx.Stmt, lower_scalar, where: str) -> tuple[KernelScope,
         scope.analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
     partners = _partners(all_loops, where)
     names = _unique_names([loop for loop, _ in all_loops])
-    for loop, _ in all_loops:
-        _plan_loop(scope, loop, partners, lower_scalar, where, names)
+    for loop, enclosing in all_loops:
+        _plan_loop(scope, loop, partners, lower_scalar, where, names, enclosing)
     return scope, stmt
 
 
@@ -141,12 +141,12 @@ def _static_int(expr) -> int | None:
     return int(expr.value) if isinstance(expr, tirx.IntImm) else None
 
 
-def _plan_loop(scope: KernelScope, loop: tirx.For, partners, lower_scalar, where, names) -> None:
+def _plan_loop(scope: KernelScope, loop: tirx.For, partners, lower_scalar, where, names, enclosing) -> None:
     role = role_of(loop)
     name = names[_key(loop.loop_var)]
     key = _key(loop.loop_var)
     if role == "tile":
-        scope.plans[key] = _plan_tile(scope, loop, name, lower_scalar, where)
+        scope.plans[key] = _plan_tile(scope, loop, name, lower_scalar, where, enclosing)
         return
     inner = partners.get(key)
     kind = "grid" if role == "grid" else "serial"
@@ -167,7 +167,19 @@ def _plan_loop(scope: KernelScope, loop: tirx.For, partners, lower_scalar, where
         scope.grid.append(GridAxis(name, plan.count))
 
 
-def _plan_tile(scope: KernelScope, loop: tirx.For, name: str, lower_scalar, where) -> LoopPlan:
+def _same_whole_tile(scope: KernelScope, block: str, loop: tirx.For, lower_scalar, enclosing) -> TileDim | None:
+    """A whole-extent axis of an earlier sub-nest over the same columns (never of an enclosing
+    loop: two loops of one block are two axes)."""
+    extent = lower_scalar(loop.extent)
+    taken = {scope.plans[_key(outer.loop_var)].name for outer in enclosing if _key(outer.loop_var) in scope.plans}
+    for dim in scope.dims:
+        if (dim.block == block and dim.min_block == dim.default and dim.extent == extent
+                and _static_int(loop.min) == 0 and dim.name not in taken):
+            return dim
+    return None
+
+
+def _plan_tile(scope: KernelScope, loop: tirx.For, name: str, lower_scalar, where, enclosing) -> LoopPlan:
     block = str(loop.annotations.get("tile.block", f"BLOCK_{name.upper()}"))
     whole = "tile.size" in loop.annotations  # a whole-extent tile: no split, block >= extent
     default = _static_int(loop.annotations["tile.size"]) if whole else _static_int(loop.extent)
@@ -176,6 +188,10 @@ def _plan_tile(scope: KernelScope, loop: tirx.For, name: str, lower_scalar, wher
                                         f"extent (the block size), not {loop.extent}")
     extent_tir = loop.annotations.get("tile.extent")
     outer_name = loop.annotations.get("tile.outer")
+    if whole:
+        shared = _same_whole_tile(scope, block, loop, lower_scalar, enclosing)
+        if shared is not None:  # another sub-nest's tile over the same columns: one axis, so
+            return LoopPlan(loop, "tile", shared.name, shared.index)  # equal loads become one load
     arange = Arange(name, block)
     if outer_name is not None:
         outer_plan = next(p for p in scope.plans.values() if p.partner_of == name)

@@ -16,6 +16,8 @@ contraction model sizes BLOCK_M/N/K and the epilogue shares the accumulator's ti
 
 from __future__ import annotations
 
+import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 
 from .gpu_specs import GpuSpec
@@ -65,16 +67,36 @@ def _contraction_plan(spec, shared, subs):
     return None
 
 
+def _indexed_axes(realize, loop_var) -> set[tuple[str, int]]:
+    """(buffer, axis) pairs that the loop indexes directly: loops of different sub-nests that index
+    the same axis of the same buffer walk the same columns and can share one tile axis."""
+    iter_var = next((iv.var for iv, v in zip(realize.block.iter_vars, realize.iter_values)
+                     if isinstance(v, tirx.Var) and v.same_as(loop_var)), None)
+    if iter_var is None:
+        return set()
+    accesses: list = []
+    tvm_ffi.structural_walk(realize.block.body, [(tirx.BufferStore, accesses.append), (tvm.ir.TensorLoad, accesses.append)])
+    axes = set()
+    for access in accesses:
+        buf = access.buffer if isinstance(access, tirx.BufferStore) else access.source
+        for axis, index in enumerate(access.indices):
+            if isinstance(index, tirx.Var) and index.same_as(iter_var):
+                axes.add((buf.name, axis))
+    return axes
+
+
 def _row_sizes(shared, subs, taken):
     """Tile the innermost shared loop by rows and each sub-nest's innermost reduction and spatial
     loops by columns. Rows up to MAX_ROW_TILE wide are one whole tile (no serial loop), so
-    intermediates along them can stay in registers; tiles over equal extents share a block size."""
+    intermediates along them can stay in registers; tiles of different sub-nests over the same
+    axis of the same buffer share a block size (and the lowering makes them one axis)."""
     whole_rows = max((_static(l.extent) or MAX_ROW_TILE + 1) for loops, _ in subs for l in loops) <= MAX_ROW_TILE \
         if any(loops for loops, _ in subs) else True
-    names_by_extent: dict[int, str] = {}
+    names_by_key: dict[tuple, str] = {}  # (extent, (buffer, axis)) -> block name
     sub_tiles, widest = [], 1
     for loops, realize in subs:
         tiles: dict[int, tuple[str, int, bool]] = {}
+        used: set[str] = set()  # two loops of one block never share an axis
         for kind in (REDUCE, SPATIAL):
             positions = [p for p, l in enumerate(loops) if _classify(l, realize) == kind]
             if not positions:
@@ -82,10 +104,12 @@ def _row_sizes(shared, subs, taken):
             pos = positions[-1]
             extent = _static(loops[pos].extent)
             size = min(next_power_of_two(extent or 1024), MAX_ROW_TILE)
-            if whole_rows and extent is not None:
-                name = names_by_extent.setdefault(extent, _block_name(loops[pos].loop_var, taken))
-            else:
-                name = _block_name(loops[pos].loop_var, taken)
+            keys = {(extent, key) for key in _indexed_axes(realize, loops[pos].loop_var)} if whole_rows else set()
+            name = next((names_by_key[k] for k in sorted(keys, key=str) if k in names_by_key
+                         and names_by_key[k] not in used), None) or _block_name(loops[pos].loop_var, taken)
+            for key in keys:
+                names_by_key.setdefault(key, name)
+            used.add(name)
             tiles[pos] = (name, size, whole_rows and extent is not None)
             widest = max(widest, size)
         sub_tiles.append(tiles)

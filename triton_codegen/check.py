@@ -30,8 +30,32 @@ class CheckReport:
         return head + f" in {self.seconds:.1f}s" + "".join(f"\n  {p}" for p in self.problems)
 
 
-def _to_torch(array: np.ndarray, dtype: str) -> torch.Tensor:
-    return torch.from_numpy(np.array(array, copy=True))
+CANARY_ELEMENTS = 4096
+
+
+def _guarded(array: np.ndarray, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(view, storage): the data inside a larger allocation whose margins hold a canary value, so
+    a store outside the tensor (a missing mask) shows as a changed margin, not heap corruption."""
+    data = torch.from_numpy(np.array(array, copy=True)).to(device)
+    storage = torch.empty(data.numel() + 2 * CANARY_ELEMENTS, dtype=data.dtype, device=device)
+    storage.fill_(_canary(data.dtype))
+    view = storage[CANARY_ELEMENTS:CANARY_ELEMENTS + data.numel()].view(data.shape)
+    view.copy_(data)
+    return view, storage
+
+
+def _canary(dtype: torch.dtype):
+    if dtype == torch.bool:
+        return True
+    return 77 if not dtype.is_floating_point else 1234.5
+
+
+def _margin_problems(name: str, storage: torch.Tensor) -> list[str]:
+    canary = _canary(storage.dtype)
+    margins = torch.cat([storage[:CANARY_ELEMENTS], storage[-CANARY_ELEMENTS:]])
+    if bool((margins != canary).any()):
+        return [f"{name}: the kernel wrote outside the tensor (a store without its mask)"]
+    return []
 
 
 def check_against_tvm(kernel, func, *, seed: int = 0, sizes: dict[str, int] | None = None,
@@ -41,14 +65,16 @@ def check_against_tvm(kernel, func, *, seed: int = 0, sizes: dict[str, int] | No
     func = as_module(func)["main"]
     reference = ReferenceRun.of(func, seed=seed, sizes=sizes)
     device = "cpu" if interpret or not torch.cuda.is_available() else "cuda"
-    results = []
+    results, problems = [], []
     for data in reference.datasets:
-        tensors = {b.name: _to_torch(data[b.name], str(b.dtype)).to(device) for b in buffer_params(reference.concrete)}
-        args = [tensors[p.name] if p.name in tensors else reference.scalars[p.name] for p in func.params]
+        guarded = {b.name: _guarded(data[b.name], device) for b in buffer_params(reference.concrete)}
+        args = [guarded[p.name][0] if p.name in guarded else reference.scalars[p.name] for p in func.params]
         kernel(*args, interpret=interpret)
-        results.append({name: tensor.cpu().numpy() for name, tensor in tensors.items()})
+        results.append({name: view.cpu().numpy() for name, (view, _) in guarded.items()})
+        for name, (_, storage) in guarded.items():
+            problems += [p for p in _margin_problems(name, storage) if p not in problems]
     bound = {k: v for k, v in reference.scalars.items()}
     from tir_passes.numerics import shape_vars, _bound_size  # noqa: PLC0415 - only for the report
     for var in shape_vars(func):
         bound.setdefault(var.name, _bound_size(func, reference.concrete, var))
-    return CheckReport(kernel.name, reference.mismatches(results), bound, time.perf_counter() - started)
+    return CheckReport(kernel.name, problems + reference.mismatches(results), bound, time.perf_counter() - started)

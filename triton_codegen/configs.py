@@ -53,7 +53,9 @@ def config_space(kernel: TileKernel) -> list[dict[str, int]]:
         for candidate in (size * 2, size // 2):
             if candidate >= 1 and _allowed(kernel, block, candidate, dot_axes):
                 configs.append({**base, block: candidate})
-    configs.append({**base, "num_warps": 8 if kernel.num_warps == 4 else 4})
+    for warps in (4, 8, 16):
+        if warps != kernel.num_warps:
+            configs.append({**base, "num_warps": warps})
     if dot_axes:
         configs.append({**base, "num_stages": 4 if kernel.num_stages != 4 else 3})
     unique: list[dict[str, int]] = []
