@@ -45,12 +45,12 @@ def test_passes_writes_dumps_diffs_and_a_table(tmp_path):
     dumps = tmp_path / "d"
     done = cli("passes", os.path.join(EXAMPLES, "transpose.py"), "--dump-dir", str(dumps), "--verify")
     assert done.returncode == 0, done.stderr
-    assert "05    Tiling" in done.stdout and "numerics=ok" in done.stdout
+    assert "06    Tiling" in done.stdout and "numerics=ok" in done.stdout
     assert sorted(p.name for p in dumps.iterdir() if p.suffix == ".py") == [
         "00_input.py", "01_HoistAllocations.py", "02_LoopFusion.py", "03_RemoveUnitLoops.py",
-        "04_NormalizeLoopStarts.py", "05_Tiling.py"]
+        "04_NormalizeLoopStarts.py", "05_BankConflictFreeTiling.py", "06_Tiling.py"]
     shown = cli("diff", str(dumps))
-    assert shown.returncode == 0 and "+++ 05_Tiling.py" in shown.stdout
+    assert shown.returncode == 0 and "+++ 06_Tiling.py" in shown.stdout
     pair = cli("diff", str(dumps), "0", "Tiling")
     assert "--- 00_input.py" in pair.stdout
 
@@ -110,3 +110,10 @@ def test_compile_writes_module_and_manifest_and_checks(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "matches TVM" in done.stdout
     assert (tmp_path / "rmsnorm.py").exists() and (tmp_path / "manifest.json").exists()
+
+
+def test_bank_conflict_report(tmp_path):
+    done = cli("bank-conflicts", os.path.join(EXAMPLES, "shared_memory.py") + ":transpose_shared", "--fix")
+    assert done.returncode == 0, done.stderr
+    assert "32 wavefront(s), ideal 1, 31 conflict(s)" in done.stdout
+    assert done.stdout.count("0 conflict(s)") >= 3

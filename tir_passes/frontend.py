@@ -92,7 +92,7 @@ def load_target(target: str) -> tuple[tvm.IRModule, str]:
         if len(found) > 1:
             raise FrontendError(f"{path} defines several PrimFuncs ({names}); pick one as {path}:NAME")
         wanted = next(iter(found))
-    matches = [n for n in found if n == wanted or n.split(".")[-1] == wanted]
+    matches = [n for n in found if n == wanted] or [n for n in found if wanted in (n.split(".")[-1], n.split(".")[0])]
     if len(matches) != 1:
         raise FrontendError(f"{path}: no PrimFunc named '{wanted}' (defined here: {names})")
     return _as_single_module(found[matches[0]], matches[0]), matches[0]

@@ -58,8 +58,23 @@ def _vars_in(expr) -> list:
     return found
 
 
+def serialize_threads(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Thread-bound loops made serial, so a CUDA-style schedule builds for the CPU. By TIR's
+    semantics the iterations of a thread-bound loop are independent, so the result is the same;
+    shared-scope buffers build as ordinary memory on the CPU."""
+
+    def serial(loop: tirx.For) -> tirx.For:
+        if loop.kind != tirx.ForKind.THREAD_BINDING:
+            return loop
+        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body, None, loop.annotations)
+
+    body = tvm_ffi.structural_map(func.body, (tirx.For, serial))
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
 def specialize_shapes(func: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> tirx.PrimFunc:
-    """Bind every symbolic shape variable (by name) to a concrete size."""
+    """Bind every symbolic shape variable (by name) to a concrete size (and serialize threads)."""
+    func = serialize_threads(func)
     bindings = {}
     for index, var in enumerate(shape_vars(func)):
         size = (sizes or {}).get(var.name, SYMBOLIC_SIZES[index % len(SYMBOLIC_SIZES)])

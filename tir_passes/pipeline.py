@@ -7,6 +7,8 @@ Order, and why:
                     consumer's shared loops (before the loop clean-ups: it leaves unit loops)
   RemoveUnitLoops   no extent-1 loops: each remaining loop becomes a grid, tile or serial axis
   NormalizeLoopStarts  every loop starts at 0 (TVM's split needs it; the start moves into bindings)
+  BankConflictFreeTiling  pads shared staging tiles of CUDA-style schedules (no-op on the Triton
+                    path, which has no shared buffers); before Tiling, which leaves such nests alone
   Tiling            decides program ids, tile axes and reduction loops (needs the clean nests)
 """
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 import tvm
 
 from .errors import FrontendError, PassError, TirTritonError, VerificationError, first_line
+from .bank_conflict_free_tiling import BankConflictFreeTiling
 from .hoist_allocations import HoistAllocations
 from .loop_fusion import LoopFusion
 from .instrument import StageRecorder
@@ -35,6 +38,7 @@ CHECKS = ("well_formed", "round_trip", "purity", "bounds", "numerics")
 
 # passes whose reproducer can rebuild them by import path
 KNOWN_PASSES = {
+    "BankConflictFreeTiling": "tir_passes.bank_conflict_free_tiling:BankConflictFreeTiling",
     "HoistAllocations": "tir_passes.hoist_allocations:HoistAllocations",
     "LoopFusion": "tir_passes.loop_fusion:LoopFusion",
     "NormalizeLoopStarts": "tir_passes.normalize_loop_starts:NormalizeLoopStarts",
@@ -49,6 +53,7 @@ def default_pipeline(gpu: str = "H200") -> list[tvm.transform.Pass]:
         LoopFusion(),
         RemoveUnitLoops(),
         NormalizeLoopStarts(),
+        BankConflictFreeTiling(),
         Tiling(gpu),
     ]
 

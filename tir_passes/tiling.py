@@ -131,9 +131,15 @@ def contraction_operands(block: s_tir.SBlock):
     if not isinstance(product, tirx.Mul):
         return None
     a, b = _strip_cast(product.a), _strip_cast(product.b)
-    if isinstance(a, tvm.ir.TensorLoad) and isinstance(b, tvm.ir.TensorLoad):
-        return a, b
-    return None
+    if not (isinstance(a, tvm.ir.TensorLoad) and isinstance(b, tvm.ir.TensorLoad)):
+        return None
+    # a contraction pairs an (m, k) operand with a (k, n) one: each has a spatial axis the other lacks
+    spatial = {iv.var.name for iv in block.iter_vars if iv.iter_type == tirx.IterVar.DataPar}
+    a_vars = {v.name for v in _vars_of(list(a.indices))} & spatial
+    b_vars = {v.name for v in _vars_of(list(b.indices))} & spatial
+    if not (a_vars - b_vars) or not (b_vars - a_vars):
+        return None
+    return a, b
 
 
 def _contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None]) -> dict[str, int]:
@@ -287,8 +293,10 @@ def _apply_plan(sch: s_tir.Schedule, plan: NestPlan, kinds: list[str], extents: 
 
 
 def _already_tiled(stmt: tirx.Stmt) -> bool:
+    """Nests with tile annotations, or with thread bindings (a CUDA-style schedule), are kept."""
     found = []
-    tvm_ffi.structural_walk(stmt, (tirx.For, lambda f: found.append("tile.role" in f.annotations)))
+    tvm_ffi.structural_walk(stmt, (tirx.For, lambda f: found.append("tile.role" in f.annotations
+                                                                    or f.kind == tirx.ForKind.THREAD_BINDING)))
     return any(found)
 
 

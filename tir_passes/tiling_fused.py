@@ -114,6 +114,8 @@ def _row_sizes(shared, subs, taken):
             widest = max(widest, size)
         sub_tiles.append(tiles)
     rows = max(1, power_of_two_floor(max(1, 4096 // widest)))
+    if any(contraction_operands(realize.block) is not None for _, realize in subs):
+        rows = max(rows, 16)  # a contraction in the kernel: tl.dot needs 16 rows
     rows = min(rows, next_power_of_two(_static(shared[-1].extent) or rows))
     shared_tiles = {len(shared) - 1: (_block_name(shared[-1].loop_var, taken), rows, False)} if rows > 1 else {}
     warps = max(4, min(16, power_of_two_floor(max(1, rows * widest // 512))))

@@ -47,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="compile with every check, run the kernel against TVM, and compile it for sm_90/sm_80")
     _add_target(verify)
 
+    banks = commands.add_parser("bank-conflicts", help="shared-memory bank-conflict report of a CUDA-style schedule")
+    banks.add_argument("target", metavar="FILE.py[:FUNC]", help="a file with an S-TIR PrimFunc or IRModule with thread bindings")
+    banks.add_argument("--fix", action="store_true", help="also report after BankConflictFreeTiling")
+
     tune = commands.add_parser("tune", help="benchmark a generated module's configs on the GPU (random inputs)")
     tune.add_argument("module", help="a module written by `tir-triton compile`")
     tune.add_argument("--sizes", default="", help="symbolic sizes, e.g. rows=4096")
@@ -139,6 +143,19 @@ def cmd_verify(args) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_bank_conflicts(args) -> int:
+    from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling
+    from tir_passes.bank_conflicts import analyze, format_report
+    from tir_passes.frontend import load_target
+
+    mod, name = load_target(args.target)
+    print(f"== {name}\n{format_report(analyze(mod))}")
+    if args.fix:
+        fixed = BankConflictFreeTiling()(mod)
+        print(f"== {name} after BankConflictFreeTiling\n{format_report(analyze(fixed))}")
+    return 0
+
+
 def cmd_tune(args) -> int:
     from triton_codegen.tuning import tune_module
 
@@ -148,7 +165,7 @@ def cmd_tune(args) -> int:
 
 
 COMMANDS = {"passes": cmd_passes, "diff": cmd_diff, "list-passes": cmd_list_passes, "compile": cmd_compile,
-            "verify": cmd_verify, "tune": cmd_tune}
+            "verify": cmd_verify, "tune": cmd_tune, "bank-conflicts": cmd_bank_conflicts}
 
 
 def main(argv: list[str] | None = None) -> int:
