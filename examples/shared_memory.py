@@ -6,18 +6,9 @@ BankConflictFreeTiling pass.
 """
 
 from tvm import s_tir
-from tvm.script import tirx as T
 
-
-def make_transpose(n: int = 1024, dtype: str = "float32"):
-    @T.prim_func(s_tir=True)
-    def transpose(A: T.Buffer((n, n), dtype), B: T.Buffer((n, n), dtype)):
-        for i, j in T.grid(n, n):
-            with T.sblock("B"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                B[vj, vi] = A[vi, vj]
-
-    return transpose
+from matmul import make_matmul
+from transpose import make_transpose
 
 
 def schedule_transpose(func, tile: int = 32):
@@ -35,19 +26,6 @@ def schedule_transpose(func, tile: int = 32):
     sch.bind(sch.get_loops(staged)[-1], "threadIdx.x")
     sch.bind(i_inner, "threadIdx.x")
     return sch.mod
-
-
-def make_matmul(n: int = 1024, dtype: str = "float32"):
-    @T.prim_func(s_tir=True)
-    def matmul(A: T.Buffer((n, n), dtype), B: T.Buffer((n, n), dtype), C: T.Buffer((n, n), dtype)):
-        for i, j, k in T.grid(n, n, n):
-            with T.sblock("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.Cast(dtype, 0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-
-    return matmul
 
 
 def schedule_matmul(func):
@@ -74,8 +52,8 @@ def schedule_matmul(func):
     return sch.mod
 
 
-transpose_shared = schedule_transpose(make_transpose())
-matmul_shared = schedule_matmul(make_matmul())
+transpose_shared = schedule_transpose(make_transpose(1024, 1024))
+matmul_shared = schedule_matmul(make_matmul(1024, 1024, 1024, "float32", "float32"))
 
 if __name__ == "__main__":
     from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling

@@ -46,6 +46,8 @@ def _execute_file(path: str) -> dict:
         raise FrontendError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # TVMScript reads the source through the module
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)  # as `python FILE.py` would: the file may import its neighbours
     try:
         spec.loader.exec_module(module)
     except SyntaxError as err:
@@ -54,6 +56,8 @@ def _execute_file(path: str) -> dict:
         raise FrontendError(f"TVMScript error at {_diagnostic_message(err, path)}") from None
     except Exception as err:  # noqa: BLE001 - the user's module raised: report, don't crash
         raise FrontendError(f"{path}: executing the file raised {type(err).__name__}: {err}") from None
+    finally:
+        sys.path.remove(folder)
     return vars(module)
 
 

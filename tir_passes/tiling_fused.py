@@ -138,37 +138,31 @@ def _split(sch, loop_rv, name, size, whole, extents):
     return outer, inner
 
 
-def _apply_shared(sch, anchor: str, count: int, tiles, extents) -> tuple[object, int]:
-    loops = sch.get_loops(sch.get_sblock(anchor))[:count]
-    grid, tile = [], []
+def _split_loops(sch, loops, tiles, extents, outer_role: str) -> tuple[list, list]:
+    """Split the planned loops; return (outer loops, tile loops), the outer ones given `outer_role`."""
+    outer_loops, tile_loops = [], []
     for pos, loop in enumerate(loops):
         if pos in tiles:
             outer, inner = _split(sch, loop, *tiles[pos], extents)
-            grid += [outer] if outer is not None else []
-            tile.append(inner)
+            outer_loops += [outer] if outer is not None else []
+            tile_loops.append(inner)
         else:
-            grid.append(loop)
-    for loop in grid:
-        sch.annotate(loop, "tile.role", "grid")
-    if len(grid) + len(tile) > 1:
-        sch.reorder(*(grid + tile))
+            outer_loops.append(loop)
+    for loop in outer_loops:
+        sch.annotate(loop, "tile.role", outer_role)
+    if len(outer_loops) + len(tile_loops) > 1:
+        sch.reorder(*(outer_loops + tile_loops))
+    return outer_loops, tile_loops
+
+
+def _apply_shared(sch, anchor: str, count: int, tiles, extents) -> tuple[object, int]:
+    loops = sch.get_loops(sch.get_sblock(anchor))[:count]
+    grid, tile = _split_loops(sch, loops, tiles, extents, "grid")
     return grid[0], len(grid) + len(tile)
 
 
 def _apply_sub(sch, block: str, skip: int, tiles, extents) -> None:
-    loops = sch.get_loops(sch.get_sblock(block))[skip:]
-    serial, tile = [], []
-    for pos, loop in enumerate(loops):
-        if pos in tiles:
-            outer, inner = _split(sch, loop, *tiles[pos], extents)
-            serial += [outer] if outer is not None else []
-            tile.append(inner)
-        else:
-            serial.append(loop)
-    for loop in serial:
-        sch.annotate(loop, "tile.role", "serial")
-    if len(serial) + len(tile) > 1:
-        sch.reorder(*(serial + tile))
+    _split_loops(sch, sch.get_loops(sch.get_sblock(block))[skip:], tiles, extents, "serial")
 
 
 def tile_fused_nest(sch: s_tir.Schedule, spec: GpuSpec, shared, subs, extents: dict) -> None:

@@ -7,7 +7,17 @@ from tir_passes import CHECKS, run_pipeline
 from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling
 from tir_passes.bank_conflicts import analyze, count_wavefronts
 
-from shared_memory import make_matmul, make_transpose, schedule_matmul, schedule_transpose
+from matmul import make_matmul as _make_matmul
+from shared_memory import schedule_matmul, schedule_transpose
+from transpose import make_transpose as _make_transpose
+
+
+def make_transpose(n):
+    return _make_transpose(n, n)
+
+
+def make_matmul(n):
+    return _make_matmul(n, n, n, "float32", "float32")
 
 WORD = 4
 
