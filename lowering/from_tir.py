@@ -21,7 +21,7 @@ from tir_passes.pass_util import root_block, source_line, top_level_statements
 from . import reductions
 from .accesses import Condition, choose_conditions, conjuncts, needs_int64, offset_expr
 from .exprs import check_dtype, fold_binary, lower_expr
-from .kernel_scope import KernelScope, build_scope, python_name, role_of
+from .kernel_scope import KernelScope, build_scope, python_name
 from .tile_ir import (Arange, Assign, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg,
                       Scalar, ScalarArg, ScratchBuffer, Store, TileKernel, TileProgram)
 

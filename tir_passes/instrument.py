@@ -8,7 +8,7 @@ Passes that other passes call internally (depth > 1) are not recorded as stages.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import tvm
 from tvm.ir.instrument import pass_instrument

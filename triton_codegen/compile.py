@@ -6,6 +6,7 @@ TileProgram, emits one standalone module, and wraps it: `.source`, `.save(path)`
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 
@@ -17,7 +18,7 @@ from lowering.printer import format_program
 from lowering.support import check_supported
 from tir_passes.errors import FrontendError, LaunchError
 from tir_passes.frontend import as_module
-from tir_passes.pipeline import CHECKS, default_pipeline, pass_names, run_pipeline
+from tir_passes.pipeline import CHECKS, default_pipeline, run_pipeline
 
 from . import loader
 from .configs import config_space
@@ -117,11 +118,9 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     applied = tuple(s.name for s in result.stages)
     program = lower_program(result.module["main"], name, structural_hash_hex(mod["main"]), applied, allow_tf32)
     source = emit_module(program)
-    builtins_compile(source, f"<tir-triton {name}>", "exec")  # catches indentation bugs at once
+    builtins.compile(source, f"<tir-triton {name}>", "exec")  # catches indentation bugs at once
     if dump_dir:
         with open(os.path.join(dump_dir, "tile_program.txt"), "w") as handle:
             handle.write(format_program(program))
     return TritonKernel(name, source, program, result.module, result)
 
-
-builtins_compile = __builtins__["compile"] if isinstance(__builtins__, dict) else __builtins__.compile

@@ -20,6 +20,7 @@ def test_every_dump_parses_back_to_its_stage(tmp_path):
     for (index, name, path), record in zip(stages[1:], result.stages):
         reparsed = tvm.script.from_source(dump.read_stage_script(path))
         assert record.name == name and record.index == index
+        assert isinstance(reparsed, tvm.IRModule) and "main" in [g.name_hint for g in reparsed.get_global_vars()]
     final = tvm.script.from_source(dump.read_stage_script(stages[-1][2]))
     tvm.ir.assert_structural_equal(final, result.module)
 
