@@ -322,7 +322,8 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
         src.line(f"num_m = {counts[-2]}")
         src.line(f"num_n = {counts[-1]}")
         src.line("pid_mn = pid % (num_m * num_n)")
-        src.line("rest = pid // (num_m * num_n)")
+        if len(axes) > 2:
+            src.line("rest = pid // (num_m * num_n)")
         src.line("group = GROUP_M * num_n  # programs per group of GROUP_M rows, for L2 reuse")
         src.line("first_m = (pid_mn // group) * GROUP_M")
         src.line("group_rows = tl.minimum(num_m - first_m, GROUP_M)")
