@@ -11,6 +11,8 @@ kernels go through global scratch tensors that the launcher allocates.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
@@ -207,25 +209,19 @@ class KernelLowering:
         line = source_line(stores[0]) if stores else None
         return line or f"{self.name}, block '{block.name_hint}'"
 
+    @contextmanager
     def block_context(self, realize):
-        lowering = self
-
-        class _Context:
-            def __enter__(self_inner):
-                lowering.saved = (lowering.block_env, lowering.conditions)
-                lowering.block_env = {}
-                for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-                    lowering.block_env[iv.var.__chandle__()] = lower_expr(lowering, value)
-                lowering.conditions = lowering.block_conditions(realize)
-                self_inner.scope = lowering.scope.analyzer.constraint_scope(realize.predicate)
-                self_inner.scope.__enter__()
-
-            def __exit__(self_inner, *exc):
-                self_inner.scope.__exit__(*exc)
-                lowering.block_env, lowering.conditions = lowering.saved
-                return False
-
-        return _Context()
+        """While lowering one block: its variables' tile expressions, its conditions, and its
+        predicate as an analyzer fact."""
+        saved = (self.block_env, self.conditions)
+        self.block_env = {iv.var.__chandle__(): lower_expr(self, value)
+                          for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+        self.conditions = self.block_conditions(realize)
+        try:
+            with self.scope.analyzer.constraint_scope(realize.predicate):
+                yield
+        finally:
+            self.block_env, self.conditions = saved
 
     def block_conditions(self, realize) -> list[Condition]:
         conditions: list[Condition] = []
