@@ -44,12 +44,12 @@ def test_passes_writes_dumps_diffs_and_a_table(tmp_path):
     dumps = tmp_path / "d"
     done = cli("passes", os.path.join(EXAMPLES, "transpose.py"), "--dump-dir", str(dumps), "--verify")
     assert done.returncode == 0, done.stderr
-    assert "06    Tiling" in done.stdout and "numerics=ok" in done.stdout
+    assert "07    Tiling" in done.stdout and "numerics=ok" in done.stdout
     assert sorted(p.name for p in dumps.iterdir() if p.suffix == ".py") == [
-        "00_input.py", "01_HoistAllocations.py", "02_LoopFusion.py", "03_RemoveUnitLoops.py",
-        "04_NormalizeLoopStarts.py", "05_BankConflictFreeTiling.py", "06_Tiling.py"]
+        "00_input.py", "01_HoistAllocations.py", "02_LoopFusion.py", "03_BufferLayout.py", "04_RemoveUnitLoops.py",
+        "05_NormalizeLoopStarts.py", "06_BankConflictFreeTiling.py", "07_Tiling.py"]
     shown = cli("diff", str(dumps))
-    assert shown.returncode == 0 and "+++ 06_Tiling.py" in shown.stdout
+    assert shown.returncode == 0 and "+++ 07_Tiling.py" in shown.stdout
     pair = cli("diff", str(dumps), "0", "Tiling")
     assert "--- 00_input.py" in pair.stdout
 

@@ -5,6 +5,8 @@ Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
   LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
                     consumer's shared loops (before the loop clean-ups: it leaves unit loops)
+  BufferLayout      intermediates that still cross kernels get the axis their loops walk
+                    contiguously as the unit-stride one (only fusion knows which survive)
   RemoveUnitLoops   no extent-1 loops: each remaining loop becomes a grid, tile or serial axis
   NormalizeLoopStarts  every loop starts at 0 (TVM's split needs it; the start moves into bindings)
   BankConflictFreeTiling  pads shared staging tiles of CUDA-style schedules (no-op on the Triton
@@ -24,6 +26,7 @@ import tvm
 
 from .errors import FrontendError, PassError, TirTritonError, VerificationError, first_line
 from .bank_conflict_free_tiling import BankConflictFreeTiling
+from .buffer_layout import BufferLayout
 from .hoist_allocations import HoistAllocations
 from .loop_fusion import LoopFusion
 from .instrument import StageRecorder
@@ -39,6 +42,7 @@ CHECKS = ("well_formed", "round_trip", "purity", "bounds", "numerics")
 # passes whose reproducer can rebuild them by import path
 KNOWN_PASSES = {
     "BankConflictFreeTiling": "tir_passes.bank_conflict_free_tiling:BankConflictFreeTiling",
+    "BufferLayout": "tir_passes.buffer_layout:BufferLayout",
     "HoistAllocations": "tir_passes.hoist_allocations:HoistAllocations",
     "LoopFusion": "tir_passes.loop_fusion:LoopFusion",
     "NormalizeLoopStarts": "tir_passes.normalize_loop_starts:NormalizeLoopStarts",
@@ -51,6 +55,7 @@ def default_pipeline(gpu: str = "H200") -> list[tvm.transform.Pass]:
     return [
         HoistAllocations(),
         LoopFusion(),
+        BufferLayout(),
         RemoveUnitLoops(),
         NormalizeLoopStarts(),
         BankConflictFreeTiling(),

@@ -32,16 +32,16 @@ def test_no_op_pass_is_marked_and_has_an_empty_diff(tmp_path):
     with open(hoist.dump_path) as handle:
         assert "no-op" in handle.readline()
     tiling = result.stages[-1]
-    assert tiling.changed and tiling.diff.startswith("--- 05_BankConflictFreeTiling")
-    assert os.path.exists(os.path.join(str(tmp_path), "06_Tiling.diff"))
+    assert tiling.changed and tiling.diff.startswith("--- 06_BankConflictFreeTiling")
+    assert os.path.exists(os.path.join(str(tmp_path), "07_Tiling.diff"))
 
 
 def test_disable_and_stop_after_select_passes():
     result = run_pipeline(as_module(softmax), disable=["RemoveUnitLoops"], stop_after="Tiling")
-    assert [s.name for s in result.stages] == ["HoistAllocations", "LoopFusion", "NormalizeLoopStarts",
+    assert [s.name for s in result.stages] == ["HoistAllocations", "LoopFusion", "BufferLayout", "NormalizeLoopStarts",
                                                "BankConflictFreeTiling", "Tiling"]
     result = run_pipeline(as_module(softmax), stop_after="RemoveUnitLoops")
-    assert [s.name for s in result.stages] == ["HoistAllocations", "LoopFusion", "RemoveUnitLoops"]
+    assert [s.name for s in result.stages] == ["HoistAllocations", "LoopFusion", "BufferLayout", "RemoveUnitLoops"]
 
 
 def test_unknown_pass_name_lists_the_passes():
