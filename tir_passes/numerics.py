@@ -147,7 +147,7 @@ def scalar_arguments(func: tirx.PrimFunc, concrete: tirx.PrimFunc) -> dict[str, 
             continue
         dtype = param.ty.dtype
         if param.name in bound:
-            values[param.name] = _bound_size(func, concrete, param)
+            values[param.name] = bound_size(func, concrete, param)
         elif dtype.startswith("float"):
             values[param.name] = 0.75
         else:
@@ -155,7 +155,7 @@ def scalar_arguments(func: tirx.PrimFunc, concrete: tirx.PrimFunc) -> dict[str, 
     return values
 
 
-def _bound_size(func, concrete, var) -> int:
+def bound_size(func, concrete, var) -> int:
     for buf, cbuf in zip(buffer_params(func), buffer_params(concrete)):
         for dim, cdim in zip(buf.shape, cbuf.shape):
             if isinstance(dim, tirx.Var) and dim.same_as(var):
