@@ -91,7 +91,7 @@ def choose_padding(func: tirx.PrimFunc, block: str, buf) -> tuple[int, str]:
     if row is not None:
         assert _is_injective(row, row + pad), "a padded row stride shorter than the row would alias elements"
     return pad, (f"{buf.name}: rows padded by {pad} element(s) ({pad * elem} bytes per row of the staged tile): "
-                 f"{before[2]} -> {worst} wavefront(s) per request at worst, {before[0]} -> {conflicts} conflicts per block")
+                 f"{before[2]} -> {worst} wavefront(s) per request at worst, {before[0]} -> {conflicts} conflicts per warp")
 
 
 def bank_conflict_free_tiling(func: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -74,3 +74,42 @@ def test_functions_without_shared_memory_are_left_alone():
     func = make_transpose(64)
     mod = tvm.IRModule({"main": func})
     assert BankConflictFreeTiling()(mod)["main"].same_as(func)
+
+
+def test_before_expected_padding_of_the_transpose_tile():
+    """Before: the 64x64 transpose staged through a 32x32 shared tile. Expected: the staging block
+    carries the row padding (storage_align 32k + 1) and the decision."""
+    from tvm.script import ir as I
+    from tvm.script import tirx as T
+
+    from helpers import assert_rewrites
+
+    @I.ir_module
+    class Expected:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32")):
+            T.func_attr({"global_symbol": "transpose"})
+            A_shared = T.sblock_alloc_buffer((64, 64), scope="shared")
+            for j_0 in T.thread_binding(2, thread="blockIdx.y"):
+                for i_0 in T.thread_binding(2, thread="blockIdx.x"):
+                    for ax0 in range(32):
+                        for ax1 in T.thread_binding(32, thread="threadIdx.x"):
+                            with T.sblock("A_shared"):
+                                v0 = T.axis.spatial(64, i_0 * 32 + ax0)
+                                v1 = T.axis.spatial(64, j_0 * 32 + ax1)
+                                T.reads(A[v0, v1])
+                                T.writes(A_shared[v0, v1])
+                                T.sblock_attr({"bank.decision": "A_shared: rows padded by 1 element(s) (4 bytes per row of the staged "
+                                                                "tile): 32 -> 1 wavefront(s) per request at worst, 992 -> 0 conflicts per warp",
+                                               "buffer_dim_align": [[0, 0, 32, 1]]})
+                                A_shared[v0, v1] = A[v0, v1]
+                    for j_1 in range(32):
+                        for i_1 in T.thread_binding(32, thread="threadIdx.x"):
+                            with T.sblock("B"):
+                                vi = T.axis.spatial(64, i_0 * 32 + i_1)
+                                vj = T.axis.spatial(64, j_0 * 32 + j_1)
+                                T.reads(A_shared[vi, vj])
+                                T.writes(B[vj, vi])
+                                B[vj, vi] = A_shared[vi, vj]
+
+    assert_rewrites(BankConflictFreeTiling(), schedule_transpose(make_transpose(64)), Expected)
