@@ -58,10 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_table(stages) -> None:
-    print(f"{'stage':<6}{'pass':<22}{'changed':<9}{'pass ms':>9}{'verify ms':>11}  checks")
+    print(f"{'stage':<6}{'pass':<25}{'changed':<9}{'pass ms':>9}{'verify ms':>11}  checks")
     for stage in stages:
         checks = " ".join(f"{k}={v}" for k, v in stage.checks.items()) or "-"
-        print(f"{stage.index:02d}    {stage.name:<22}{'yes' if stage.changed else 'no':<9}"
+        print(f"{stage.index:02d}    {stage.name:<25}{'yes' if stage.changed else 'no':<9}"
               f"{stage.seconds * 1000:>9.1f}{stage.verify_seconds * 1000:>11.1f}  {checks}")
 
 
