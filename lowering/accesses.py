@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import tvm
 from tvm import sym, tirx
 
 from .exprs import fold_binary
@@ -97,14 +96,3 @@ def conjuncts(expr) -> list:
     if isinstance(expr, tirx.And):
         return conjuncts(expr.a) + conjuncts(expr.b)
     return [expr]
-
-
-def all_conditions(analyzer: sym.Analyzer, conditions: list[Condition]):
-    return _scopes(analyzer, [c.tir for c in conditions])
-
-
-def provable(analyzer, expr) -> bool:
-    try:
-        return bool(analyzer.can_prove(expr))
-    except tvm.error.TVMError:
-        return False

@@ -94,12 +94,6 @@ def _specialized_buffer(buf, bindings):
     return tirx.decl_buffer(shape, buf.dtype, buf.name, layout=None)
 
 
-def written_buffers(func: tirx.PrimFunc) -> set[str]:
-    names: set[str] = set()
-    tvm_ffi.structural_walk(func.body, (tirx.BufferStore, lambda s: names.add(s.buffer.name)))
-    return names
-
-
 def random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
     if dtype.startswith("float") or dtype == "bfloat16":
         return rng.standard_normal(shape).astype("float32" if dtype == "bfloat16" else dtype)
@@ -179,10 +173,6 @@ def run_built(entry, func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars
             args.append((scalars or {})[param.name])
     entry(*args)
     return {name: tensor.numpy() for name, tensor in tensors.items()}
-
-
-def run_llvm(func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars: dict[str, object] | None = None) -> dict[str, np.ndarray]:
-    return run_built(build_llvm(func), func, arrays, scalars)
 
 
 def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: str, scale: float = 1.0) -> str | None:
