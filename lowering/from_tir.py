@@ -18,14 +18,16 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.errors import UnsupportedConstructError
+from tir_passes.nest import python_name
 from tir_passes.pass_util import root_block, source_line, top_level_statements
+from tir_passes.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile
 
 from . import reductions
 from .accesses import Condition, choose_conditions, conjuncts, needs_int64, offset_expr
 from .exprs import check_dtype, fold_binary, lower_expr
-from .kernel_scope import KernelScope, build_scope, python_name
-from .tile_ir import (Arange, Assign, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg,
-                      Scalar, ScalarArg, ScratchBuffer, Store, TileKernel, TileProgram)
+from .kernel_scope import KernelScope, build_scope
+from .tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg, Scalar,
+                      ScalarArg, ScratchBuffer, Store, TileKernel, TileProgram)
 
 
 def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes: tuple[str, ...] = (),
@@ -33,18 +35,36 @@ def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes:
     params = tuple(_param_spec(func, p) for p in func.params)
     shape_vars = _shape_var_names(func)
     statements = top_level_statements(func)
-    users = _kernels_using(root_block(func).alloc_buffers, statements)
-    scratch_bufs = [b for b in root_block(func).alloc_buffers if len(users[b.name]) > 1]
-    register_bufs = {b.name for b in root_block(func).alloc_buffers if len(users[b.name]) <= 1}
+    records = [kernel_tile(stmt) or KernelTile() for stmt in statements]
+    intermediates = root_block(func).alloc_buffers
+    scratch_bufs = [b for b in intermediates if _needs_memory(b.name, statements, records)]
     globals_ = [p for p in func.params if tirx.is_buffer_var(p)] + scratch_bufs
     scalars = {p.name: p for p in func.params if not tirx.is_buffer_var(p)}
     kernels = []
-    for index, stmt in enumerate(statements):
-        lowering = KernelLowering(func, f"{python_name(name)}_kernel{index}", globals_, register_bufs, scalars,
+    for index, (stmt, record) in enumerate(zip(statements, records)):
+        lowering = KernelLowering(func, f"{python_name(name)}_kernel{index}", globals_, record, scalars,
                                   shape_vars, allow_tf32)
         kernels.append(lowering.lower(stmt))
     scratch = tuple(ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs)
     return TileProgram(python_name(name), params, tuple(shape_vars), scratch, tuple(kernels), source_hash, passes)
+
+
+def _needs_memory(buffer: str, statements, records: list[KernelTile]) -> bool:
+    """An intermediate lives only in registers when one kernel uses it and holds it there."""
+    users = [index for index, stmt in enumerate(statements) if _accesses_buffer(stmt, buffer)]
+    return not (len(users) == 1 and buffer in records[users[0]].registers)
+
+
+def _accesses_buffer(stmt, buffer: str) -> bool:
+    found: list = []
+
+    def note(node):
+        buf = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+        if buf.name == buffer:
+            found.append(node)
+
+    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, note), (tvm.ir.TensorLoad, note)])
+    return bool(found)
 
 
 def _param_spec(func: tirx.PrimFunc, param) -> ParamSpec:
@@ -75,26 +95,16 @@ def _lower_shape_scalar(expr) -> Expr:
     raise UnsupportedConstructError(f"scratch buffer dimension {expr} must be a constant or a shape variable")
 
 
-def _kernels_using(buffers, statements) -> dict[str, set[int]]:
-    users: dict[str, set[int]] = {b.name: set() for b in buffers}
-    for index, stmt in enumerate(statements):
-        def note(node, index=index):
-            buf = node.buffer if isinstance(node, tirx.BufferStore) else node.source
-            if buf.name in users:
-                users[buf.name].add(index)
-        tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, note), (tvm.ir.TensorLoad, note)])
-    return users
-
-
 class KernelLowering:
     """Lowers one kernel: holds its scope, the statements emitted so far and its registers."""
 
-    def __init__(self, func, name, global_buffers, register_buffers, scalar_params, shape_vars, allow_tf32=False):
+    def __init__(self, func, name, global_buffers, record: KernelTile, scalar_params, shape_vars, allow_tf32=False):
         self.func = func
         self.allow_tf32 = allow_tf32
         self.name = name
         self.global_buffers = {b.name: b for b in global_buffers}
-        self.register_buffers = register_buffers
+        self.record = record
+        self.pending_sync = False   # a store to a spilled buffer since the last barrier
         self.scalar_params = scalar_params
         self.shape_vars = set(shape_vars)
         self.used_buffers: list[str] = []
@@ -115,8 +125,6 @@ class KernelLowering:
         self.scope, body = build_scope(stmt, self.lower_scalar, self.location)
         self._bind_all_blocks(stmt)
         self.lower_stmt(body)
-        first = self.scope.grid_loops[0] if self.scope.grid_loops else stmt
-        annotations = first.annotations if isinstance(first, tirx.For) else {}
         return TileKernel(
             name=self.name,
             source_blocks=tuple(self.block_names),
@@ -124,9 +132,9 @@ class KernelLowering:
             scalars=tuple(ScalarArg(n, self._scalar_dtype(n)) for n in self.used_scalars),
             dims=tuple(self.scope.dims),
             grid=tuple(self.scope.grid),
-            group_m=int(annotations["tile.group_m"]) if "tile.group_m" in annotations else None,
-            num_warps=int(annotations.get("tile.num_warps", 4)),
-            num_stages=int(annotations.get("tile.num_stages", 2)),
+            group_m=self.record.group_m,
+            num_warps=self.record.num_warps,
+            num_stages=self.record.num_stages,
             body=tuple(self.emitted[0]),
             int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
         )
@@ -156,6 +164,7 @@ class KernelLowering:
         if isinstance(stmt, tirx.SeqStmt):
             for child in stmt.seq:
                 self.lower_stmt(child)
+                self._sync_if_pending()
         elif isinstance(stmt, tirx.For):
             self._lower_for(stmt)
         elif isinstance(stmt, s_tir.SBlockRealize):
@@ -175,16 +184,24 @@ class KernelLowering:
         if plan.kind == "tile":
             self.lower_stmt(loop.body)
             return
-        if plan.kind == "grid":
-            raise UnsupportedConstructError(f"{self.location}: grid loop {loop.loop_var.name} is not among the kernel's outermost loops")
+        if plan.kind == GRID:
+            raise ContractError(f"loop {loop.loop_var.name}", "a grid loop must be among the kernel's outermost loops")
         opened = self.reductions.open_for_loop(self, loop)
         start = Const(0, "int32") if plan.partner_of else self.lower_scalar(loop.min)
         stop = plan.count if plan.partner_of else fold_binary("+", start, plan.count, "int32", ())
         self.emitted.append([])
         self.lower_stmt(loop.body)
+        if plan.carries:  # the next iteration reads what this one stored
+            self.emit(Barrier(f"loop {plan.name} carries a dependence through {', '.join(plan.carries)}"))
         body = self.emitted.pop()
         self.emit(Loop(plan.name, start, stop, tuple(body)))
         self.reductions.close(self, opened)
+        self._sync_if_pending()
+
+    def _sync_if_pending(self) -> None:
+        if self.pending_sync:
+            self.emit(Barrier(f"{', '.join(self.record.spilled)} went through memory: later reads see the stores"))
+            self.pending_sync = False
 
     # --- blocks ---------------------------------------------------------------------------
     def _lower_realize(self, realize: s_tir.SBlockRealize) -> None:
@@ -250,10 +267,7 @@ class KernelLowering:
         loop = plan.loop
         outer = next((p.loop for p in self.scope.plans.values() if p.partner_of == dim.name), None)
         position = loop.loop_var if outer is None else outer.loop_var * loop.extent + loop.loop_var
-        extent_tir = loop.annotations.get("tile.extent", loop.extent) if outer is not None else loop.extent
-        if isinstance(extent_tir, int):
-            extent_tir = tirx.const(extent_tir, "int32")
-        return Condition(position < extent_tir, dim.tail)
+        return Condition(position < loop_tile(loop).extent, dim.tail)
 
     def lower_body(self, stmt, guards: tuple = ()) -> None:
         if isinstance(stmt, tirx.SeqStmt):
@@ -309,13 +323,15 @@ class KernelLowering:
     def load(self, load: tvm.ir.TensorLoad, guards: tuple) -> Expr:
         buf = load.source
         indices = self.indices(load.indices, guards)
-        register = self.registers.get((buf.name, tuple(indices))) or self._renamed_register(buf.name, indices)
+        register = self.registers.get((buf.name, tuple(indices)))
         if register is not None:
             return register
-        if buf.name in self.register_buffers:
-            raise UnsupportedConstructError(
-                f"{self.location}: intermediate {buf.name} is read at [{', '.join(map(str, load.indices))}], which no "
-                "earlier block of this kernel wrote with the same index; it cannot stay in registers")
+        if buf.name in self.record.registers and any(key[0] == buf.name for key in self.registers):
+            raise ContractError(self.location, f"{buf.name} is held in registers, but this read "
+                                f"[{', '.join(map(str, load.indices))}] is not the element its write produced")
+        if buf.name not in self.global_buffers:
+            raise ContractError(self.location, f"{buf.name} lives only in registers of the kernel that writes it, "
+                                "but this kernel reads it before any write")
         check_dtype(str(buf.dtype), f"buffer {buf.name}", self.location)
         self._use_buffer(buf.name)
         dims = self.merge_dims(*(i.dims for i in indices))
@@ -325,30 +341,6 @@ class KernelLowering:
         dims = self.merge_dims(dims, *(m.dims for m in mask))
         offset = self._broadcast_offset(offset, dims)
         return Load(buf.name, offset, mask, str(buf.dtype), dims)
-
-    def _renamed_register(self, buffer: str, indices: list[Expr]) -> Reg | None:
-        """A register written over one whole-extent tile axis and read over another of the same
-        size (two sub-nests of a fused kernel each have their own column loop) is the same value
-        with the axis renamed, as long as the renaming keeps the axes in order."""
-        sizes = {d.name: (d.block, d.default, d.min_block) for d in self.scope.dims}
-        for (name, written), reg in self.registers.items():
-            if name != buffer or len(written) != len(indices):
-                continue
-            mapping: dict[str, str] = {}
-            for w, r in zip(written, indices):
-                if w == r:
-                    continue
-                if not (isinstance(w, Arange) and isinstance(r, Arange) and sizes[w.dim] == sizes[r.dim]
-                        and sizes[w.dim][2] == sizes[w.dim][1] and mapping.get(w.dim, r.dim) == r.dim):
-                    mapping = None
-                    break
-                mapping[w.dim] = r.dim
-            if mapping is None:
-                continue
-            renamed = tuple(mapping.get(d, d) for d in reg.dims)
-            if renamed == self.merge_dims(renamed):
-                return Reg(reg.name, reg.dtype, renamed)
-        return None
 
     def _broadcast_offset(self, offset: Expr, dims: tuple[str, ...]) -> Expr:
         missing = tuple(d for d in dims if d not in offset.dims)
@@ -369,13 +361,15 @@ class KernelLowering:
             raise UnsupportedConstructError(f"{self.location}: the value stored to {buf.name} varies along tile axes "
                                             f"({extra}) that its index does not; is a reduction axis marked spatial?")
         value = value if value.dtype == str(buf.dtype) else reductions.cast(value, str(buf.dtype))
-        if buf.name in self.register_buffers:
+        if buf.name in self.record.registers:
             if guards:
-                raise UnsupportedConstructError(f"{self.location}: a conditional write to intermediate {buf.name} cannot stay in registers")
+                raise ContractError(self.location, f"{buf.name} is held in registers, but its write is conditional")
             name = self.fresh(buf.name)
             self.emit(Assign(name, value, str(buf.dtype), dims))
             self.registers[(buf.name, tuple(indices))] = Reg(name, str(buf.dtype), dims)
-            return
+            if buf.name not in self.global_buffers:
+                return
+            value = self.registers[(buf.name, tuple(indices))]
         self._use_buffer(buf.name)
         offset = offset_expr(indices, buf.name, needs_int64(buf), self.merge_dims)
         chosen = self.access_conditions(buf, list(store.indices), dims, guards)
@@ -384,3 +378,4 @@ class KernelLowering:
             raise UnsupportedConstructError(f"{self.location}: the store to {buf.name} is guarded by `{outside[0].tir}`, "
                                             "which varies along axes its index does not")
         self.emit(Store(buf.name, offset, value, tuple(c.tile for c in chosen)))
+        self.pending_sync = self.pending_sync or buf.name in self.record.spilled

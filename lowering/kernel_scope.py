@@ -1,10 +1,13 @@
 """What the loops of one kernel mean on tiles: grid axes, serial loops and tile axes.
 
-Built once per kernel from the Tiling pass's annotations, before any block is lowered:
+Built once per kernel from the tiling contract (tir_passes/tile_contract.py), before any block is
+lowered. Nothing here is decided again: every loop's role, every tile axis's name, block size,
+extent and split partner is read as Tiling wrote it.
   grid loop        -> a factor of the launch grid; its index comes from `tl.program_id(0)`
   serial loop      -> a `for` loop inside the program
-  tile loop        -> a tile axis `start + tl.arange(0, BLOCK)`; when it is the inner loop of a
-                      split, its outer loop (grid or serial) steps by BLOCK and stands for 0
+  tile loop        -> the tile axis it names, `start + tl.arange(0, BLOCK)`; when split, its outer
+                      loop (grid or serial) steps by BLOCK and the TIR loop variable stands for 0;
+                      whole tiles of sibling sub-nests that name the same axis are that one axis
   unannotated loop -> a serial loop (correct for any TIR, one element at a time)
 """
 
@@ -15,20 +18,11 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import sym, tirx
 
-from tir_passes.errors import UnsupportedConstructError
+from tir_passes.nest import python_name
+from tir_passes.tile_contract import GRID, TILE, ContractError, LoopTile, loop_tile
 
 from .exprs import fold_binary
 from .tile_ir import Arange, Binary, Const, Expr, GridAxis, Scalar, TileDim
-
-
-def role_of(loop: tirx.For) -> str | None:
-    value = loop.annotations.get("tile.role") if loop.annotations else None
-    return str(value) if value is not None else None
-
-
-def python_name(name: str) -> str:
-    cleaned = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-    return cleaned if cleaned and not cleaned[0].isdigit() else f"v_{cleaned}"
 
 
 @dataclass
@@ -41,6 +35,7 @@ class LoopPlan:
     substitute: Expr          # what the TIR loop variable becomes
     partner_of: str | None = None   # for a split's outer loop: the tile axis it steps
     count: Expr | None = None       # grid/serial trip count
+    carries: tuple[str, ...] = ()   # serial: buffers whose dependence it carries (sync after each iteration)
 
 
 @dataclass
@@ -61,10 +56,18 @@ class KernelScope:
     def dim_order(self) -> list[str]:
         return [d.name for d in self.dims]
 
+    def dim(self, name: str) -> TileDim | None:
+        return next((d for d in self.dims if d.name == name), None)
+
 
 def _key(var: tirx.Var) -> int:
     # NOTE: Vars overload ==, so they cannot be dict keys; their node address identifies them
     return var.__chandle__()
+
+
+def _role(loop: tirx.For) -> str | None:
+    tile = loop_tile(loop)
+    return tile.role if tile is not None else None
 
 
 def _loops_inside(stmt, outer: list[tirx.For]) -> list[tuple[tirx.For, list[tirx.For]]]:
@@ -92,23 +95,26 @@ def _loops_inside(stmt, outer: list[tirx.For]) -> list[tuple[tirx.For, list[tirx
 def build_scope(stmt: tirx.Stmt, lower_scalar, where: str) -> tuple[KernelScope, tirx.Stmt]:
     """Peel the grid loops off `stmt` and plan every loop inside; returns (scope, kernel body)."""
     grid_loops = []
-    while isinstance(stmt, tirx.For) and role_of(stmt) == "grid":
+    while isinstance(stmt, tirx.For) and _role(stmt) == GRID:
         grid_loops.append(stmt)
         stmt = stmt.body
     scope = KernelScope(grid_loops)
     all_loops = [(loop, grid_loops[:i]) for i, loop in enumerate(grid_loops)] + _loops_inside(stmt, grid_loops)
     for loop, _ in all_loops:
         scope.analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
-    partners = _partners(all_loops, where)
-    names = _unique_names([loop for loop, _ in all_loops])
-    for loop, enclosing in all_loops:
-        _plan_loop(scope, loop, partners, lower_scalar, where, names, enclosing)
+    tiles = {_key(loop.loop_var): loop_tile(loop) for loop, _ in all_loops}
+    partners = _partners(all_loops, tiles)
+    names = _loop_names([loop for loop, _ in all_loops], tiles)
+    for loop, _ in all_loops:
+        _plan_loop(scope, loop, tiles, partners, lower_scalar, where, names)
     return scope, stmt
 
 
-def _unique_names(loops: list[tirx.For]) -> dict[int, str]:
-    """A Python name per loop; sub-nests of a fused kernel often reuse loop names (ax0, ax1)."""
-    names, taken = {}, set()
+def _loop_names(loops: list[tirx.For], tiles: dict[int, LoopTile | None]) -> dict[int, str]:
+    """A Python name per grid/serial loop, clear of the tile axes' names (sub-nests of a fused
+    kernel often reuse loop names such as ax0)."""
+    taken = {tile.axis for tile in tiles.values() if tile is not None and tile.role == TILE}
+    names = {}
     for loop in loops:
         base = python_name(loop.loop_var.name)
         name, suffix = base, 1
@@ -120,93 +126,82 @@ def _unique_names(loops: list[tirx.For]) -> dict[int, str]:
     return names
 
 
-def _partners(all_loops, where) -> dict[int, tirx.For]:
+def _partners(all_loops, tiles) -> dict[int, tirx.For]:
     """For each split's outer loop (by key), its inner tile loop."""
     partners: dict[int, tirx.For] = {}
     for loop, stack in all_loops:
-        if role_of(loop) != "tile" or "tile.outer" not in loop.annotations:
+        tile = tiles[_key(loop.loop_var)]
+        if tile is None or tile.role != TILE or tile.outer is None:
             continue
-        outer_name = str(loop.annotations["tile.outer"])
-        outer = next((l for l in reversed(stack) if l.loop_var.name == outer_name), None)
+        outer = next((l for l in reversed(stack) if l.loop_var.name == tile.outer), None)
         if outer is None:
-            raise UnsupportedConstructError(f"{where}: tile loop {loop.loop_var.name} names outer loop "
-                                            f"{outer_name}, which does not enclose it")
+            raise ContractError(f"loop {loop.loop_var.name}", f"its outer loop {tile.outer} does not enclose it")
+        if tiles[_key(outer.loop_var)] is not None and tiles[_key(outer.loop_var)].role == TILE:
+            raise ContractError(f"loop {outer.loop_var.name}", f"the outer loop of tile {tile.axis} is itself a tile")
         partners[_key(outer.loop_var)] = loop
     return partners
 
 
-def _static_int(expr) -> int | None:
-    if isinstance(expr, int):  # annotation values arrive as Python ints
-        return expr
-    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
-
-
-def _plan_loop(scope: KernelScope, loop: tirx.For, partners, lower_scalar, where, names, enclosing) -> None:
-    role = role_of(loop)
-    name = names[_key(loop.loop_var)]
+def _plan_loop(scope: KernelScope, loop: tirx.For, tiles, partners, lower_scalar, where, names) -> None:
     key = _key(loop.loop_var)
-    if role == "tile":
-        scope.plans[key] = _plan_tile(scope, loop, name, lower_scalar, where, enclosing)
+    tile = tiles[key]
+    if tile is not None and tile.role == TILE:
+        scope.plans[key] = _plan_tile(scope, loop, tile, lower_scalar, where)
         return
+    name = names[key]
     inner = partners.get(key)
-    kind = "grid" if role == "grid" else "serial"
+    kind = GRID if tile is not None and tile.role == GRID else "serial"
+    carries = tile.carries if tile is not None else ()
     if inner is not None:
-        block = str(inner.annotations["tile.block"])
-        extent = lower_scalar(inner.annotations["tile.extent"])
-        count = Binary("cdiv", extent, Scalar(block, "int32"), "int32", ())
-        plan = LoopPlan(loop, kind, name, Const(0, "int32"), partner_of=names[_key(inner.loop_var)], count=count)
+        inner_tile = tiles[_key(inner.loop_var)]
+        count = Binary("cdiv", lower_scalar(inner_tile.extent), Scalar(inner_tile.block, "int32"), "int32", ())
+        plan = LoopPlan(loop, kind, name, Const(0, "int32"), partner_of=inner_tile.axis, count=count, carries=carries)
     else:
         start = lower_scalar(loop.min)
         index = Scalar(name, "int32")
-        substitute = fold_binary("+", start, index, "int32", ())
-        plan = LoopPlan(loop, kind, name, substitute, count=lower_scalar(loop.extent))
-        if kind == "serial":  # a plain serial loop iterates min..min+extent itself
-            plan.substitute = index
+        substitute = index if kind == "serial" else fold_binary("+", start, index, "int32", ())
+        plan = LoopPlan(loop, kind, name, substitute, count=lower_scalar(loop.extent), carries=carries)
     scope.plans[key] = plan
-    if kind == "grid":
+    if kind == GRID:
         scope.grid.append(GridAxis(name, plan.count))
 
 
-def _same_whole_tile(scope: KernelScope, block: str, loop: tirx.For, lower_scalar, enclosing) -> TileDim | None:
-    """A whole-extent axis of an earlier sub-nest over the same columns (never of an enclosing
-    loop: two loops of one block are two axes)."""
-    extent = lower_scalar(loop.extent)
-    taken = {scope.plans[_key(outer.loop_var)].name for outer in enclosing if _key(outer.loop_var) in scope.plans}
-    for dim in scope.dims:
-        if (dim.block == block and dim.min_block == dim.default and dim.extent == extent
-                and _static_int(loop.min) == 0 and dim.name not in taken):
-            return dim
-    return None
+def _shared_axis(scope: KernelScope, loop: tirx.For, tile: LoopTile, lower_scalar) -> TileDim:
+    """An axis an earlier sibling loop already opened: the contract says they are one axis, which
+    holds only for whole tiles over the same extent and block."""
+    dim = scope.dim(tile.axis)
+    whole = tile.whole and dim.min_block == dim.default
+    if not (whole and dim.block == tile.block and dim.default == tile.size and dim.extent == lower_scalar(tile.extent)):
+        raise ContractError(f"loop {loop.loop_var.name}", f"it names axis {tile.axis}, which another loop opened with "
+                            "another block, size or extent (only whole tiles of one extent can be one axis)")
+    return dim
 
 
-def _plan_tile(scope: KernelScope, loop: tirx.For, name: str, lower_scalar, where, enclosing) -> LoopPlan:
-    block = str(loop.annotations.get("tile.block", f"BLOCK_{name.upper()}"))
-    whole = "tile.size" in loop.annotations  # a whole-extent tile: no split, block >= extent
-    default = _static_int(loop.annotations["tile.size"]) if whole else _static_int(loop.extent)
-    if default is None or default & (default - 1):
-        raise UnsupportedConstructError(f"{where}: tile loop {loop.loop_var.name} must have a power-of-two "
-                                        f"extent (the block size), not {loop.extent}")
-    extent_tir = loop.annotations.get("tile.extent")
-    outer_name = loop.annotations.get("tile.outer")
-    if whole:
-        shared = _same_whole_tile(scope, block, loop, lower_scalar, enclosing)
-        if shared is not None:  # another sub-nest's tile over the same columns: one axis, so
-            return LoopPlan(loop, "tile", shared.name, shared.index)  # equal loads become one load
+def _plan_tile(scope: KernelScope, loop: tirx.For, tile: LoopTile, lower_scalar, where) -> LoopPlan:
+    if scope.dim(tile.axis) is not None:
+        dim = _shared_axis(scope, loop, tile, lower_scalar)
+        return LoopPlan(loop, TILE, dim.name, dim.index)
+    name, block = tile.axis, tile.block
     arange = Arange(name, block)
-    if outer_name is not None:
+    extent = lower_scalar(tile.extent)
+    if tile.outer is not None:
         outer_plan = next(p for p in scope.plans.values() if p.partner_of == name)
         start = Binary("*", Scalar(outer_plan.name, "int32"), Scalar(block, "int32"), "int32", ())
-        substitute = fold_binary("+", start, arange, "int32", (name,))
-        extent = lower_scalar(extent_tir)
+        hoisted = outer_plan.kind == GRID
     else:
         start = lower_scalar(loop.min)
-        substitute = fold_binary("+", start, arange, "int32", (name,))
-        extent = lower_scalar(loop.extent)
-        extent_tir = loop.extent
-    static_extent = _static_int(extent_tir) if extent_tir is not None else None
-    even = static_extent is not None and static_extent % default == 0
+        hoisted = True
+        if tile.size < (_static(loop.extent) or 0):
+            raise ContractError(f"loop {loop.loop_var.name}", f"a whole tile of size {tile.size} cannot cover its "
+                                f"{loop.extent} iterations")
+    substitute = fold_binary("+", start, arange, "int32", (name,))
+    static_extent = _static(tile.extent)
+    even = static_extent is not None and static_extent % tile.size == 0
     tail = None if even else Binary("<", substitute, extent, "bool", (name,))
-    hoisted = outer_name is None or outer_plan.kind == "grid"
-    scope.dims.append(TileDim(name, block, default, extent, even, substitute, tail, hoisted,
-                              min_block=default if whole else 1))
-    return LoopPlan(loop, "tile", name, substitute)
+    scope.dims.append(TileDim(name, block, tile.size, extent, even, substitute, tail, hoisted,
+                              min_block=tile.size if tile.whole else 1))
+    return LoopPlan(loop, TILE, name, substitute)
+
+
+def _static(expr) -> int | None:
+    return int(expr.value) if isinstance(expr, tirx.IntImm) else None

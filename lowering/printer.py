@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .tile_ir import (Arange, Assign, Binary, Cast, Comment, Const, Dot, Load, Loop, Reduce, Reg, Scalar, Store,
-                      TileProgram, Unary, Where)
+from .tile_ir import (Arange, Assign, Barrier, Binary, Cast, Comment, Const, Dot, Load, Loop, Reduce, Reg, Scalar,
+                      Store, TileProgram, Unary, Where)
 
 
 def format_expr(expr) -> str:
@@ -34,6 +34,8 @@ def format_expr(expr) -> str:
 def _format_stmt(stmt, indent: str, lines: list[str]) -> None:
     if isinstance(stmt, Comment):
         lines.append(f"{indent}# {stmt.text}")
+    elif isinstance(stmt, Barrier):
+        lines.append(f"{indent}sync  # {stmt.reason}")
     elif isinstance(stmt, Assign):
         lines.append(f"{indent}{stmt.name}: {stmt.dtype}<{','.join(stmt.dims)}> = {format_expr(stmt.value)}")
     elif isinstance(stmt, Store):

@@ -6,26 +6,27 @@ outermost serial loop that walks the block's reduction, each visit folds
 `reduce(where(mask, rhs, identity))` over the tile axes of the reduction into it, and after the
 loop it is stored once (cast to X's dtype) or kept as a register intermediate.
 
-A sum of a product of two loads over one reduction axis, with 2-D operand tiles of at least 16
-along every axis, becomes `tl.dot` with fp32 accumulation; masked operand loads fill zeros, so
-the tail of the reduction adds nothing. 16-bit accumulators are widened to fp32.
+A block that Tiling marked as a contraction (`tile.dot`, with its m, n and k tile axes) becomes
+`tl.dot` with fp32 accumulation; masked operand loads fill zeros, and an operand is zeroed where a
+tail of the reduction axis is not already masked, so the tail adds nothing. Nothing here decides
+whether a block is a tl.dot: the mark does, and a mark that does not fit the block is a contract
+violation. 16-bit accumulators are widened to fp32.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.errors import UnsupportedConstructError
+from tir_passes.nest import contraction_operands, is_self_load
+from tir_passes.tile_contract import ContractError, dot_mark
 
 from .exprs import lower_expr
-from .tile_ir import Assign, Binary, Cast, Const, Dot, Expr, Load, Reduce, Reg, Where
+from .tile_ir import Assign, Binary, Cast, Const, Dot, Expr, Reduce, Reg, Where
 
-DOT_DTYPES = ("float16", "bfloat16", "float32")
-DOT_MIN_BLOCK = 16
 _COMBINERS = {tirx.Add: "sum", tirx.Max: "max", tirx.Min: "min"}
 
 
@@ -53,12 +54,6 @@ def accumulator_dtype(dtype: str) -> str:
     return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
-def _same_access(expr, store: tirx.BufferStore) -> bool:
-    return (isinstance(expr, tvm.ir.TensorLoad) and expr.source.same_as(store.buffer)
-            and len(expr.indices) == len(store.indices)
-            and all(tvm_ffi.structural_equal(a, b) for a, b in zip(expr.indices, store.indices)))
-
-
 def split_update(block: s_tir.SBlock, where: str) -> tuple[tirx.BufferStore, str, object]:
     """(store, combiner kind, rhs) of `X[s] = X[s] + rhs` (or max/min, either operand order)."""
     store = block.body
@@ -68,9 +63,9 @@ def split_update(block: s_tir.SBlock, where: str) -> tuple[tirx.BufferStore, str
     value = store.value
     kind = _COMBINERS.get(type(value))
     if kind is not None:
-        if _same_access(value.a, store):
+        if is_self_load(value.a, store):
             return store, kind, value.b
-        if _same_access(value.b, store):
+        if is_self_load(value.b, store):
             return store, kind, value.a
     raise UnsupportedConstructError(f"{where}: reduction block '{block.name_hint}' updates {store.buffer.name} with "
                                     f"`{value}`; supported combiners are +, T.max and T.min of the old value")
@@ -144,8 +139,9 @@ class ReductionState:
 
     def _update(self, lowering, acc: Accumulator) -> None:
         with lowering.block_context(acc.realize):
-            rhs = lower_expr(lowering, acc.rhs)
-            value = _as_dot(lowering, acc, rhs) or _as_reduce(lowering, acc, rhs)
+            value = _as_dot(lowering, acc)
+            if value is None:
+                value = _as_reduce(lowering, acc, lower_expr(lowering, acc.rhs))
             lowering.emit(Assign(acc.name, value, acc.dtype, acc.dims))
 
     def _finish(self, lowering, acc: Accumulator) -> None:
@@ -183,41 +179,30 @@ def _as_reduce(lowering, acc: Accumulator, rhs: Expr) -> Expr:
     return combine(acc.kind, acc.reg, value, lowering.merge_dims(acc.dims, value.dims))
 
 
-def _strip_casts(expr: Expr) -> Expr:
-    """The value under casts and zero padding: `where(c, load, 0)` is the load when c already
-    masks it (loads under an if_then_else carry its condition)."""
-    while True:
-        if isinstance(expr, Cast):
-            expr = expr.x
-        elif (isinstance(expr, Where) and isinstance(expr.b, Const) and expr.b.value == 0
-              and isinstance(expr.a, Load) and expr.cond in expr.a.mask):
-            expr = expr.a
-        else:
-            return expr
+def _zero_unmasked_tail(lowering, operand: Expr, k: str, other: Expr) -> Expr:
+    """The operand with zeros where a condition along the reduction axis `k` holds in neither
+    operand's mask (a tail that would otherwise add what lies past the extent)."""
+    missing = [c.tile for c in lowering.conditions if k in c.dims and set(c.dims) <= set(operand.dims)
+               and c.tile not in operand.mask and c.tile not in other.mask]
+    for cond in missing:
+        operand = Where(cond, operand, Const(0.0, operand.dtype), operand.dtype, operand.dims)
+    return operand
 
 
-def _as_dot(lowering, acc: Accumulator, rhs: Expr) -> Expr | None:
-    product = _strip_casts(rhs)
-    if acc.kind != "sum" or acc.dtype != "float32" or len(acc.dims) != 2 or not isinstance(product, Binary) or product.op != "*":
+def _as_dot(lowering, acc: Accumulator) -> Expr | None:
+    """The block's update as tl.dot, when Tiling marked it so."""
+    block = acc.realize.block
+    mark = dot_mark(block)
+    if mark is None:
         return None
-    a, b = _strip_casts(product.a), _strip_casts(product.b)
-    if not (isinstance(a, Load) and isinstance(b, Load)) or a.dtype != b.dtype or a.dtype not in DOT_DTYPES:
-        return None
-    if a.dtype == "float32" and rhs.dtype != "float32":
-        return None
-    reduce_axes = (set(a.dims) | set(b.dims)) - set(acc.dims)
-    if len(reduce_axes) != 1 or len(a.dims) != 2 or len(b.dims) != 2:
-        return None
-    (k,) = reduce_axes
-    m_axes, n_axes = set(a.dims) - {k}, set(b.dims) - {k}
-    if len(m_axes) != 1 or len(n_axes) != 1 or m_axes == n_axes or (m_axes | n_axes) != set(acc.dims):
-        return None
-    (m,), (n,) = m_axes, n_axes
-    sizes = {d.name: d.default for d in lowering.scope.dims}
-    if min(sizes[m], sizes[n], sizes[k]) < DOT_MIN_BLOCK:
-        return None
-    for cond in lowering.conditions:
-        if k in cond.dims and cond.tile not in a.mask and cond.tile not in b.mask:
-            return None  # a tail of the reduction that neither operand's mask zeroes
+    operands = contraction_operands(block)
+    where = f"block {block.name_hint}"
+    if operands is None or acc.kind != "sum":
+        raise ContractError(where, "marked as a tl.dot, but it is not a contraction `X[..] += a * b`")
+    a, b = (lowering.load(op.load, op.guards) for op in operands)
+    if set(a.dims) != {mark.m, mark.k} or set(b.dims) != {mark.k, mark.n} or set(acc.dims) != {mark.m, mark.n}:
+        raise ContractError(where, f"marked as a tl.dot over (m={mark.m}, n={mark.n}, k={mark.k}), but its operands "
+                            f"vary along {a.dims} and {b.dims} and its result along {acc.dims}")
+    a, b = _zero_unmasked_tail(lowering, a, mark.k, b), _zero_unmasked_tail(lowering, b, mark.k, a)
     precision = "tf32" if lowering.allow_tf32 else "ieee"
-    return Dot(a, b, acc.reg, m, k, n, precision, "float32", acc.dims)
+    return Dot(a, b, acc.reg, mark.m, mark.k, mark.n, precision, "float32", acc.dims)

@@ -149,7 +149,14 @@ class Comment:
     text: str
 
 
-Stmt = Assign | Store | Loop | Comment
+@dataclass(frozen=True)
+class Barrier:
+    """Every lane of the program waits here until the stores before it are visible to all lanes."""
+
+    reason: str
+
+
+Stmt = Assign | Store | Loop | Comment | Barrier
 
 
 # --- kernels and programs ------------------------------------------------------------------

@@ -22,15 +22,11 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
+from tvm.s_tir.schedule import ScheduleError
 
+from .nest import blocks_under, contraction_operands, element_bytes
 from .pass_util import root_block, s_tir_pass, top_level_statements
-
-# a fused intermediate may hold this many elements per shared-axis point (e.g. one row)
-REGISTER_ELEMENTS_PER_ROW = 8192
-
-
-def _element_bytes(buf) -> int:
-    return max(1, tvm.DataType(str(buf.dtype)).bits // 8)
+from .tile_contract import LIMITS
 
 
 def _size(buf) -> int | None:
@@ -44,27 +40,15 @@ def _size(buf) -> int | None:
 
 def _traffic(buf) -> str:
     size = _size(buf)
-    return "the global round trip" if size is None else f"{2 * size * _element_bytes(buf)} bytes of global traffic"
+    return "the global round trip" if size is None else f"{2 * size * element_bytes(buf.dtype)} bytes of global traffic"
 
 
 def _is_spatial(block: s_tir.SBlock) -> bool:
     return all(iv.iter_type == tirx.IterVar.DataPar for iv in block.iter_vars) and block.init is None
 
 
-def _is_contraction(block: s_tir.SBlock) -> bool:
-    from .tiling import contraction_operands  # noqa: PLC0415 - tiling imports the pass list
-
-    return contraction_operands(block) is not None
-
-
 def _writes(block) -> list:
     return [region.source for region in block.writes]
-
-
-def _blocks_under(stmt) -> list[s_tir.SBlock]:
-    blocks: list = []
-    tvm_ffi.structural_walk(stmt, (s_tir.SBlock, blocks.append), order="pre")
-    return blocks
 
 
 def _reads_of(block: s_tir.SBlock, buf) -> list:
@@ -75,13 +59,13 @@ def _reads_of(block: s_tir.SBlock, buf) -> list:
 
 def _inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
     root = sch.get(sch.get_sblock("root"))
-    for block in reversed(_blocks_under(root.body)):
+    for block in reversed(blocks_under(root.body)):
         written = _writes(block)
         if not _is_spatial(block) or len(written) != 1 or written[0].name not in intermediates:
             continue
         try:
             sch.compute_inline(sch.get_sblock(block.name_hint))
-        except tvm.error.TVMError as err:
+        except ScheduleError as err:
             decisions.append(f"keep {block.name_hint}: TVM cannot inline it ({_first_line(err)})")
             continue
         decisions.append(f"inline {block.name_hint} into its consumers (elementwise producer); "
@@ -145,7 +129,7 @@ def _row_elements(buf, depth: int) -> int | None:
 
 def _nest_index(sch: s_tir.Schedule, name: str) -> int:
     for index, stmt in enumerate(top_level_statements(sch.mod["main"])):
-        if any(b.name_hint == name for b in _blocks_under(stmt)):
+        if any(b.name_hint == name for b in blocks_under(stmt)):
             return index
     return -1
 
@@ -153,7 +137,7 @@ def _nest_index(sch: s_tir.Schedule, name: str) -> int:
 def _readers(sch: s_tir.Schedule, buf, producer: str) -> list[str]:
     names = []
     for stmt in top_level_statements(sch.mod["main"]):
-        for block in _blocks_under(stmt):
+        for block in blocks_under(stmt):
             if block.name_hint != producer and _reads_of(block, buf):
                 names.append(block.name_hint)
     return names
@@ -175,12 +159,12 @@ def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates) -> tuple[str |
     consumer = readers[0]
     depth, reason = shared_depth(sch, producer.name_hint, consumer, buf)
     row = _row_elements(buf, depth) if depth else None
-    if row is not None and _is_contraction(producer):
-        row *= 16  # tl.dot needs at least 16 rows: that many rows of the result live at once
-    if depth and (row is None or row > REGISTER_ELEMENTS_PER_ROW):
+    if row is not None and contraction_operands(producer) is not None:
+        row *= LIMITS.dot_min_block  # a tl.dot computes at least that many rows of the result at once
+    if depth and (row is None or row > LIMITS.register_row_elements):
         size = row if row is not None else "a symbolic number of"
         return consumer, 0, (f"{buf.name} would keep {size} elements per shared-axis point in registers, "
-                             f"over the budget of {REGISTER_ELEMENTS_PER_ROW}")
+                             f"over the budget of {LIMITS.register_row_elements}")
     return consumer, depth, reason
 
 
@@ -189,7 +173,7 @@ def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions:
     loop = sch.get_loops(sch.get_sblock(consumer))[depth - 1]
     try:
         sch.compute_at(sch.get_sblock(producer.name_hint), loop, preserve_unit_loops=False)
-    except tvm.error.TVMError as err:
+    except ScheduleError as err:
         return f"TVM refuses ({_first_line(err)})"
     buf = _writes(producer)[0]
     decisions.append(f"fuse {producer.name_hint} into the nest of {consumer} over {depth} shared axis(es); "
@@ -204,7 +188,7 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
     while progress:
         progress = False
         root = sch.get(sch.get_sblock("root"))
-        for producer in reversed(_blocks_under(root.body)):
+        for producer in reversed(blocks_under(root.body)):
             if producer.name_hint in ("root",) or producer.name_hint in refused:
                 continue
             consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
@@ -217,7 +201,7 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             progress = True
             break
     root = sch.get(sch.get_sblock("root"))
-    for producer in _blocks_under(root.body):
+    for producer in blocks_under(root.body):
         consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
         if producer.name_hint in refused:
             decisions.append(refused[producer.name_hint])

@@ -36,8 +36,9 @@ from .normalize_loop_starts import NormalizeLoopStarts
 from .remove_unit_loops import RemoveUnitLoops
 from .tiling import Tiling
 from . import dump, verify
+from .verify_contract import check_contract
 
-CHECKS = ("well_formed", "round_trip", "purity", "bounds", "numerics")
+CHECKS = ("well_formed", "round_trip", "purity", "bounds", "contract", "numerics")
 
 # passes whose reproducer can rebuild them by import path
 KNOWN_PASSES = {
@@ -151,6 +152,8 @@ def _run_check(check: str, before, after, fingerprint, reference) -> list[str]:
         return verify.check_purity(before, fingerprint)
     if check == "bounds":
         return verify.check_bounds(after)
+    if check == "contract":
+        return check_contract(after)
     return verify.check_numerics(reference, after)
 
 
@@ -194,6 +197,7 @@ import tvm
 
 from tir_passes import verify
 from tir_passes.numerics import ReferenceRun
+from tir_passes.verify_contract import check_contract
 
 {make_pass}
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -211,6 +215,7 @@ checks = {{
     "round_trip": lambda: verify.check_round_trip(after),
     "purity": lambda: verify.check_purity(before, verify.structural_fingerprint(load("before"))),
     "bounds": lambda: verify.check_bounds(after),
+    "contract": lambda: check_contract(after),
     "numerics": lambda: verify.check_numerics(ReferenceRun.of(reference_input["main"]), after),
 }}
 problems = checks["{check}"]()

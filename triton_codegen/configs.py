@@ -2,12 +2,13 @@
 
 Every config keeps what the kernel's masks assume: an axis whose tail mask was dropped (its
 extent is a multiple of the default block size) only gets block sizes that divide the extent;
-axes of a tl.dot keep at least 16; tiles never exceed the extent's next power of two.
+axes of a tl.dot keep tl.dot's minimum (tile_contract.LIMITS); tiles never exceed the extent's next power of two.
 """
 
 from __future__ import annotations
 
 from lowering.tile_ir import Const, Dot, Loop, TileKernel
+from tir_passes.tile_contract import LIMITS
 
 MAX_CONFIGS = 8
 
@@ -33,7 +34,7 @@ def _allowed(kernel: TileKernel, block: str, size: int, dot_axes: set[str]) -> b
     for dim in kernel.dims:
         if dim.block != block:
             continue
-        if dim.name in dot_axes and size < 16 or size < dim.min_block:
+        if dim.name in dot_axes and size < LIMITS.dot_min_block or size < dim.min_block:
             return False
         extent = dim.extent.value if isinstance(dim.extent, Const) else None
         if extent is not None:

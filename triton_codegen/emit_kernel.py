@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from lowering.tile_ir import (Arange, Assign, Binary, Cast, Comment, Const, Dot, Expr, Load, Loop, Reduce, Reg,
-                              Scalar, Store, TileKernel, Unary, Where)
+from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, Comment, Const, Dot, Expr, Load, Loop, Reduce,
+                              Reg, Scalar, Store, TileKernel, Unary, Where)
 
 from .source import Source
 
@@ -244,6 +244,8 @@ class KernelPrinter:
     def statement(self, stmt) -> None:
         if isinstance(stmt, Comment):
             self.src.line(f"# {stmt.text}")
+        elif isinstance(stmt, Barrier):
+            self.src.line(f"tl.debug_barrier()  # {stmt.reason}")
         elif isinstance(stmt, Assign):
             self._assign(stmt)
         elif isinstance(stmt, Store):

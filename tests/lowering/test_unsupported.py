@@ -52,24 +52,3 @@ def test_plain_tirx_function_is_rejected():
 
     with pytest.raises(UnsupportedConstructError, match="not S-TIR"):
         compile(loops_only)
-
-
-def test_neighbour_read_of_an_intermediate_in_one_kernel_is_refused():
-    """A hand-fused nest whose second block reads a neighbouring row of the first block's
-    intermediate cannot keep it in registers: the error says so (never a wrong result)."""
-
-    @T.prim_func(s_tir=True)
-    def shifted(A: T.Buffer((8, 16), "float32"), C: T.Buffer((8, 16), "float32")):
-        B = T.sblock_alloc_buffer((9, 16), "float32")
-        for i in range(8):
-            for j in range(16):
-                with T.sblock("B"):
-                    vi, vj = T.axis.remap("SS", [i, j])
-                    B[vi + 1, vj] = A[vi, vj]
-            for j in range(16):
-                with T.sblock("C"):
-                    vi, vj = T.axis.remap("SS", [i, j])
-                    C[vi, vj] = B[vi, vj]
-
-    with pytest.raises(UnsupportedConstructError, match="intermediate B is read at"):
-        compile(shifted, verify=False)

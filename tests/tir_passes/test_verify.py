@@ -71,20 +71,21 @@ def mutate_in_place(mod, ctx):
     return mod
 
 
-BROKEN = [
-    (s_tir_pass("DropTailPredicate", _drop_predicates), "bounds"),
-    (s_tir_pass("ShortenLoop", _shorten_first_loop), "numerics"),
-    (s_tir_pass("InitMaxWithZero", _init_max_with_zero), "numerics"),
-    (s_tir_pass("AnnotateWithIntImm", _annotate_with_intimm), "round_trip"),
-    (mutate_in_place, "purity"),
+BROKEN = [  # (broken pass, the check that must catch it, whether Tiling runs first)
+    (s_tir_pass("DropTailPredicate", _drop_predicates), "bounds", False),
+    (s_tir_pass("ShortenLoop", _shorten_first_loop), "numerics", False),
+    (s_tir_pass("ShortenGridLoop", _shorten_first_loop), "contract", True),
+    (s_tir_pass("InitMaxWithZero", _init_max_with_zero), "numerics", True),
+    (s_tir_pass("AnnotateWithIntImm", _annotate_with_intimm), "round_trip", True),
+    (mutate_in_place, "purity", True),
 ]
 
 
-@pytest.mark.parametrize("broken, check", BROKEN, ids=[b[0].info.name for b in BROKEN])
-def test_broken_pass_is_caught_and_named(broken, check, tmp_path):
+@pytest.mark.parametrize("broken, check, after_tiling", BROKEN, ids=[b[0].info.name for b in BROKEN])
+def test_broken_pass_is_caught_and_named(broken, check, after_tiling, tmp_path):
     mod = as_module(row_max)
     with pytest.raises(VerificationError) as caught:
-        run_pipeline(mod, [Tiling(), broken] if check != "bounds" else [broken], dump_dir=str(tmp_path), checks=CHECKS)
+        run_pipeline(mod, [Tiling(), broken] if after_tiling else [broken], dump_dir=str(tmp_path), checks=CHECKS)
     err = caught.value
     assert err.pass_name == broken.info.name
     assert err.check == check

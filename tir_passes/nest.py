@@ -1,0 +1,262 @@
+"""Questions about loop nests, blocks and accesses that several passes and the lowering ask.
+
+One implementation of each, so that two stages asking the same question cannot disagree: the
+variables of an expression, the block variable a loop drives, whether a loop walks a block's
+spatial or reduction axes, a block's accesses, element sizes, power-of-two sizes, fresh names,
+and whether a block is a contraction (`X += a * b`, what `tl.dot` computes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+SPATIAL, REDUCE, MIXED = "spatial", "reduce", "mixed"
+DOT_DTYPES = ("float16", "bfloat16", "float32")
+
+
+# --- expressions -------------------------------------------------------------------------------
+def vars_of(expr) -> list[tirx.Var]:
+    """Every variable occurrence in an expression (or a list of them), in walk order."""
+    found: list = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
+    return found
+
+
+def uses_var(expr, var: tirx.Var) -> bool:
+    return any(v.same_as(var) for v in vars_of(expr))
+
+
+def static_int(expr) -> int | None:
+    """The value of a constant extent (TIR IntImm or a Python int annotation value), else None."""
+    if isinstance(expr, bool):
+        return None
+    if isinstance(expr, int):
+        return expr
+    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
+
+
+def is_zero(expr) -> bool:
+    while isinstance(expr, tirx.Cast):
+        expr = expr.value
+    return isinstance(expr, (tirx.IntImm, tirx.FloatImm)) and expr.value == 0
+
+
+def call_name(expr) -> str | None:
+    """`if_then_else` for `T.if_then_else(...)`: the op name of an intrinsic call, else None."""
+    if isinstance(expr, tvm.ir.Call) and isinstance(expr.op, tvm.ir.Op):
+        return expr.op.name.split(".")[-1]
+    return None
+
+
+def element_bytes(dtype) -> int:
+    """Bytes of one element (bool and sub-byte types count as one byte)."""
+    return max(1, tvm.DataType(str(dtype)).bits // 8)
+
+
+def next_power_of_two(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def power_of_two_floor(n: int) -> int:
+    return 1 << max(0, n.bit_length() - 1)
+
+
+def python_name(name: str) -> str:
+    """`name` made a Python identifier (kernel, axis and loop names in generated code)."""
+    cleaned = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    return cleaned if cleaned and not cleaned[0].isdigit() else f"v_{cleaned}"
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base_2`, `base_3`, ... : the first not in `taken` (which it joins)."""
+    name, suffix = base, 1
+    while name in taken:
+        suffix += 1
+        name = f"{base}_{suffix}"
+    taken.add(name)
+    return name
+
+
+def conjuncts(expr) -> list:
+    """`a and b and ...` split into its parts; `True` gives none."""
+    if isinstance(expr, tirx.IntImm) and int(expr.value) == 1:
+        return []
+    if isinstance(expr, tirx.And):
+        return conjuncts(expr.a) + conjuncts(expr.b)
+    return [expr]
+
+
+# --- nests ---------------------------------------------------------------------------------------
+def loop_chain(stmt) -> tuple[list[tirx.For], tirx.Stmt]:
+    """The loops directly nested from `stmt` down, and the statement under the innermost one."""
+    loops = []
+    while isinstance(stmt, tirx.For):
+        loops.append(stmt)
+        stmt = stmt.body
+    return loops, stmt
+
+
+def perfect_nest(stmt) -> tuple[list[tirx.For], s_tir.SBlockRealize] | None:
+    """(loops, realize) when `stmt` is loops around exactly one block, else None."""
+    loops, inner = loop_chain(stmt)
+    if loops and isinstance(inner, s_tir.SBlockRealize):
+        return loops, inner
+    return None
+
+
+def realizes_under(stmt) -> list[s_tir.SBlockRealize]:
+    found: list = []
+    tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, found.append), order="pre")
+    return found
+
+
+def blocks_under(stmt) -> list[s_tir.SBlock]:
+    found: list = []
+    tvm_ffi.structural_walk(stmt, (s_tir.SBlock, found.append), order="pre")
+    return found
+
+
+def loops_under(stmt) -> list[tirx.For]:
+    found: list = []
+    tvm_ffi.structural_walk(stmt, (tirx.For, found.append), order="pre")
+    return found
+
+
+def bound_iter_var(realize: s_tir.SBlockRealize, loop_var: tirx.Var) -> tirx.IterVar | None:
+    """The block iteration variable whose binding mentions `loop_var` (the first, if several)."""
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if uses_var(value, loop_var):
+            return iv
+    return None
+
+
+def loop_kind(loop: tirx.For, realize: s_tir.SBlockRealize) -> str:
+    """SPATIAL or REDUCE when the loop drives only that kind of the block's axes, else MIXED
+    (also when it drives none)."""
+    kinds = set()
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if uses_var(value, loop.loop_var):
+            kinds.add(REDUCE if iv.iter_type == tirx.IterVar.CommReduce else SPATIAL)
+    return kinds.pop() if len(kinds) == 1 else MIXED
+
+
+def is_reduction_block(block: s_tir.SBlock) -> bool:
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
+
+
+def substitute_bindings(expr, realize: s_tir.SBlockRealize):
+    """`expr` (over the block's variables) in terms of the loop variables that bind them."""
+    binding = {iv.var.__chandle__(): value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+    return tvm_ffi.structural_map(expr, (tirx.Var, lambda v: binding.get(v.__chandle__(), v)))
+
+
+# --- accesses ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Access:
+    buffer: object          # the buffer Var
+    indices: tuple          # TIR index expressions over the block's variables
+    is_store: bool
+    node: object            # the BufferStore or TensorLoad
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+
+def block_accesses(block: s_tir.SBlock, include_init: bool = False) -> list[Access]:
+    """Every load and store in the block's body (and its T.init, when asked), in walk order;
+    nested blocks are not entered."""
+    found: list[Access] = []
+
+    def store(node, visitor):
+        found.append(Access(node.buffer, tuple(node.indices), True, node))
+        visitor.default_visit(node)
+
+    def load(node, visitor):
+        found.append(Access(node.source, tuple(node.indices), False, node))
+        visitor.default_visit(node)
+
+    handlers = [(tirx.BufferStore, store), (tvm.ir.TensorLoad, load), (s_tir.SBlockRealize, lambda r, v: None)]
+    tvm_ffi.structural_visit(block.body, handlers)
+    if include_init and block.init is not None:
+        tvm_ffi.structural_visit(block.init, handlers)
+    return found
+
+
+def written_buffers(block: s_tir.SBlock) -> list:
+    names, found = set(), []
+    for access in block_accesses(block):
+        if access.is_store and access.name not in names:
+            names.add(access.name)
+            found.append(access.buffer)
+    return found
+
+
+def is_self_load(expr, store: tirx.BufferStore) -> bool:
+    """`expr` loads exactly the element `store` writes (the old value in an update)."""
+    return (isinstance(expr, tvm.ir.TensorLoad) and expr.source.same_as(store.buffer)
+            and len(expr.indices) == len(store.indices)
+            and all(tvm_ffi.structural_equal(a, b) for a, b in zip(expr.indices, store.indices)))
+
+
+# --- contractions ----------------------------------------------------------------------------------
+def _strip_padding(expr) -> tuple[object, tuple]:
+    """The load under casts and zero padding (`T.if_then_else(inside, X[...], 0)`), and the
+    padding conditions it sits under."""
+    guards: tuple = ()
+    while True:
+        if isinstance(expr, tirx.Cast):
+            expr = expr.value
+        elif call_name(expr) == "if_then_else" and is_zero(expr.args[2]):
+            guards += (expr.args[0],)
+            expr = expr.args[1]
+        else:
+            return expr, guards
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand of a contraction: a load, and the padding conditions it is read under."""
+
+    load: object
+    guards: tuple
+
+    @property
+    def buffer(self):
+        return self.load.source
+
+
+def contraction_operands(block: s_tir.SBlock) -> tuple[Operand, Operand] | None:
+    """(a, b) when the block is `X[..] = X[..] + a * b` with T.init, where a and b are loads (under
+    casts and zero padding) of one dtype that tl.dot takes, and each has a spatial variable the other
+    lacks (an (m, k) operand times a (k, n) one). None otherwise."""
+    if block.init is None or not isinstance(block.body, tirx.BufferStore):
+        return None
+    if str(block.body.buffer.dtype) not in DOT_DTYPES:
+        return None  # tl.dot accumulates in fp32
+    value = block.body.value
+    if not isinstance(value, tirx.Add):
+        return None
+    if is_self_load(value.a, block.body):
+        product, _ = _strip_padding(value.b)
+    elif is_self_load(value.b, block.body):
+        product, _ = _strip_padding(value.a)
+    else:
+        return None
+    if not isinstance(product, tirx.Mul):
+        return None
+    (a, a_guards), (b, b_guards) = _strip_padding(product.a), _strip_padding(product.b)
+    if not (isinstance(a, tvm.ir.TensorLoad) and isinstance(b, tvm.ir.TensorLoad)):
+        return None
+    if str(a.source.dtype) != str(b.source.dtype) or str(a.source.dtype) not in DOT_DTYPES:
+        return None
+    spatial = {iv.var.name for iv in block.iter_vars if iv.iter_type == tirx.IterVar.DataPar}
+    a_vars = {v.name for v in vars_of(list(a.indices))} & spatial
+    b_vars = {v.name for v in vars_of(list(b.indices))} & spatial
+    if not (a_vars - b_vars) or not (b_vars - a_vars):
+        return None
+    return Operand(a, a_guards), Operand(b, b_guards)

@@ -1,0 +1,79 @@
+"""The block-size model of the Tiling pass: powers of two sized from the GPU spec table.
+
+- contractions (tl.dot): BLOCK_M/N/K of 128/128/64 for 16-bit data and 64/64/32 for fp32, each at
+  least tl.dot's minimum and at most the extent's next power of two, BLOCK_K halved until the
+  pipelined operand tiles fit the GPU's shared memory;
+- transposed nests: square tiles over the two loops the loads and the stores are contiguous along;
+- other nests: the innermost reduction loop as one tile up to a register budget (8 warps when a
+  row is longer than what 4 warps hold), then the innermost spatial loops within what is left;
+- fused rows: whole-row tiles (up to the widest row tile) and as many rows as fit 4096 elements.
+"""
+
+from __future__ import annotations
+
+from .gpu_specs import GpuSpec
+from .nest import element_bytes, next_power_of_two, power_of_two_floor
+from .tile_contract import LIMITS
+
+TRANSPOSE_TILE = 64
+PIPELINE_STAGES = 3
+ROW_ELEMENTS_PER_PROGRAM = 4096
+UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
+
+
+def contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None]) -> dict[str, int]:
+    """{"M", "N", "K"} block sizes of a tl.dot over operands of `dtype`."""
+    elt = element_bytes(dtype)
+    sizes = {"M": 128, "N": 128, "K": 64} if elt <= 2 else {"M": 64, "N": 64, "K": 32}
+    for axis, size in sizes.items():
+        extent = extents.get(axis)
+        if extent is not None:
+            sizes[axis] = max(LIMITS.dot_min_block, min(size, next_power_of_two(extent)))
+    while (PIPELINE_STAGES * (sizes["M"] + sizes["N"]) * sizes["K"] * elt > spec.shared_memory_per_block
+           and sizes["K"] > LIMITS.dot_min_block):
+        sizes["K"] //= 2
+    return sizes
+
+
+def contraction_warps(sizes: dict[str, int]) -> int:
+    return 8 if sizes["M"] * sizes["N"] >= 128 * 128 else 4
+
+
+def transposed_size(extent: int | None) -> int:
+    return min(TRANSPOSE_TILE, next_power_of_two(extent or TRANSPOSE_TILE))
+
+
+def reduction_size(spec: GpuSpec, dtype: str, extent: int | None) -> tuple[int, int, int]:
+    """(block size of the innermost reduction loop, warps, elements left for spatial tiles)."""
+    budget = spec.tile_element_budget(element_bytes(dtype), 4) // 2
+    size = min(next_power_of_two(extent or UNKNOWN_EXTENT), power_of_two_floor(2 * budget))
+    warps = 8 if size > budget else 4
+    remaining = power_of_two_floor(max(1, 2 * budget // size if size > budget else budget // size))
+    return size, warps, remaining
+
+
+def spatial_budget(spec: GpuSpec, dtype: str) -> int:
+    return spec.tile_element_budget(element_bytes(dtype), 4) // 2
+
+
+def spatial_size(extent: int | None, remaining: int) -> int:
+    return min(next_power_of_two(extent or UNKNOWN_EXTENT), power_of_two_floor(remaining))
+
+
+def row_tile(extent: int | None) -> tuple[int, bool]:
+    """(block size, whole) of a fused sub-nest's column loop: one whole tile when the extent is
+    static and fits the widest row tile, else tiles of that width stepped by a serial loop."""
+    if extent is not None and extent <= LIMITS.max_row_tile:
+        return next_power_of_two(extent), True
+    return min(next_power_of_two(extent or UNKNOWN_EXTENT), LIMITS.max_row_tile), False
+
+
+def fused_rows(widest: int, row_extent: int | None, has_contraction: bool) -> int:
+    rows = max(1, power_of_two_floor(max(1, ROW_ELEMENTS_PER_PROGRAM // widest)))
+    if has_contraction:
+        rows = max(rows, LIMITS.dot_min_block)
+    return min(rows, next_power_of_two(row_extent or rows))
+
+
+def fused_warps(rows: int, widest: int) -> int:
+    return max(4, min(16, power_of_two_floor(max(1, rows * widest // 512))))

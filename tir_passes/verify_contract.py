@@ -1,0 +1,229 @@
+"""The `contract` check: the tiling decisions in the IR are well formed and true of the IR.
+
+TVM's llvm build ignores annotations, so the numerics check cannot see a wrong decision; this
+check can. After every pass (a no-op before Tiling), for every kernel it verifies:
+
+- every decision parses (roles, power-of-two sizes, names);
+- program-id loops are the kernel's outermost loops, and neither they nor tile loops carry a
+  dependence (dependence.py); serial loops that carry one name the buffers (the program syncs);
+- a split tile loop runs `size` iterations, its outer loop ceil(extent / size), and the tail
+  predicate of every block under it is exactly `outer * size + inner < extent`; a whole tile
+  covers its loop, whose extent is the tile's extent;
+- loops that name one axis are whole tiles of one block size and extent, never nested;
+- a tl.dot mark names tile axes (m, n, k) that are the block's M, N and K loops, each at least
+  tl.dot's minimum, on a block that is a contraction;
+- every value the kernel writes and reads again is in registers (and may be, by storage.py's
+  rule) or spilled through memory.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import sym, tirx
+
+from .dependence import carried_dependences
+from .nest import (REDUCE, SPATIAL, bound_iter_var, conjuncts, contraction_operands, loop_kind, realizes_under,
+                   vars_of)
+from .pass_util import top_level_statements
+from .storage import decide_storage
+from .tile_contract import (GRID, LIMITS, SERIAL, TILE, ContractError, LoopTile, dot_mark, kernel_tile, loop_tile,
+                            scan_mark)
+
+PROOF = sym.ProofStrength.SYMBOLIC_BOUND
+
+
+def check_contract(mod: tvm.IRModule) -> list[str]:
+    problems: list[str] = []
+    for _, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
+        if isinstance(func, tirx.PrimFunc) and func.attrs is not None and bool(func.attrs.get("s_tir", False)):
+            for index, stmt in enumerate(top_level_statements(func)):
+                problems += [f"kernel {index}: {p}" for p in _kernel_problems(stmt)]
+    return problems
+
+
+def _walk(stmt) -> list[tuple[tirx.For, list[tirx.For]]]:
+    """(loop, enclosing loops) for every loop, outermost first."""
+    found: list = []
+
+    def walk(node, stack):
+        if isinstance(node, tirx.For):
+            found.append((node, list(stack)))
+            walk(node.body, stack + [node])
+        elif isinstance(node, tirx.SeqStmt):
+            for child in node.seq:
+                walk(child, stack)
+        elif isinstance(node, tirx.IfThenElse):
+            walk(node.then_case, stack)
+            if node.else_case is not None:
+                walk(node.else_case, stack)
+
+    walk(stmt, [])
+    return found
+
+
+def _kernel_problems(stmt) -> list[str]:
+    loops = _walk(stmt)
+    try:
+        tiles = {loop.loop_var.__chandle__(): loop_tile(loop) for loop, _ in loops}
+        kernel = kernel_tile(stmt)
+        for realize in realizes_under(stmt):
+            dot_mark(realize.block), scan_mark(realize.block)
+    except ContractError as err:
+        return [str(err)]
+    if all(tile is None for tile in tiles.values()):
+        return []  # not tiled (yet)
+    problems = _grid_prefix(stmt, tiles)
+    analyzer = sym.Analyzer()
+    for loop, _ in loops:
+        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+    for loop, enclosing in loops:
+        tile = tiles[loop.loop_var.__chandle__()]
+        if tile is not None and tile.role == TILE:
+            problems += _tile_problems(analyzer, loop, tile, enclosing)
+        problems += _dependence_problems(stmt, loop, tile, enclosing, tiles)
+    problems += _axis_problems(loops, tiles)
+    problems += _dot_problems(stmt, loops, tiles)
+    if kernel is not None:
+        problems += _storage_problems(stmt, kernel, loops, tiles)
+    return problems
+
+
+def _grid_prefix(stmt, tiles) -> list[str]:
+    outer, seen_other = [], False
+    for loop, _ in _walk(stmt):
+        tile = tiles[loop.loop_var.__chandle__()]
+        is_grid = tile is not None and tile.role == GRID
+        if is_grid and seen_other:
+            outer.append(f"grid loop {loop.loop_var.name} is inside a loop that is not a program id")
+        seen_other = seen_other or not is_grid
+    return outer
+
+
+def _tile_problems(analyzer: sym.Analyzer, loop: tirx.For, tile: LoopTile, enclosing) -> list[str]:
+    name = f"tile loop {loop.loop_var.name} (axis {tile.axis})"
+    if tile.outer is None:
+        if not analyzer.can_prove(loop.extent <= tile.size, PROOF):
+            return [f"{name}: a whole tile of {tile.size} does not cover the loop's {loop.extent} iterations"]
+        if not analyzer.can_prove(loop.extent == tile.extent, PROOF):
+            return [f"{name}: extent {tile.extent} is not the loop's extent {loop.extent}"]
+        return []
+    outer = next((l for l in reversed(enclosing) if l.loop_var.name == tile.outer), None)
+    if outer is None:
+        return [f"{name}: its outer loop {tile.outer} does not enclose it"]
+    problems = []
+    if not analyzer.can_prove(loop.extent == tile.size, PROOF):
+        problems.append(f"{name}: it runs {loop.extent} iterations, not its block size {tile.size}")
+    if not analyzer.can_prove(outer.extent == tirx.floordiv(tile.extent + tile.size - 1, tile.size), PROOF):
+        problems.append(f"{name}: outer loop {outer.loop_var.name} runs {outer.extent} iterations, not "
+                        f"ceil({tile.extent} / {tile.size})")
+    position = outer.loop_var * tile.size + loop.loop_var
+    for realize in realizes_under(loop.body):
+        problems += _tail_problems(analyzer, name, realize, loop, position, tile, outer)
+    return problems
+
+
+def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, outer) -> list[str]:
+    """The block's predicate bounds the split axis exactly where the tile's extent says."""
+    tails = [c for c in conjuncts(realize.predicate) if loop.loop_var.name in {v.name for v in vars_of(c)}]
+    inside = position < tile.extent
+    if not tails:
+        if analyzer.can_prove(outer.extent * tile.size <= tile.extent, PROOF):
+            return []
+        return [f"{name}: block {realize.block.name_hint} has no tail predicate, but the extent {tile.extent} "
+                "leaves part of the last tile out"]
+    for tail in tails:
+        with analyzer.constraint_scope(tail):
+            forward = analyzer.can_prove(inside, PROOF)
+        with analyzer.constraint_scope(inside):
+            backward = analyzer.can_prove(tail, PROOF)
+        if not (forward and backward):
+            return [f"{name}: block {realize.block.name_hint}'s predicate `{tail}` is not "
+                    f"`{position} < {tile.extent}` (the extent the kernel masks at)"]
+    return []
+
+
+def _dependence_problems(stmt, loop, tile: LoopTile | None, enclosing, tiles) -> list[str]:
+    role = tile.role if tile is not None else SERIAL
+    if role in (GRID, TILE):
+        scans = {scan_mark(r.block).buffer for r in realizes_under(loop.body) if scan_mark(r.block) is not None}
+        found = [d for d in carried_dependences(stmt, loop) if d.buffer not in scans or role == GRID]
+        return [f"{role} loop {loop.loop_var.name}: {d}" for d in found[:1]]
+    fixed = [l for l in enclosing if (t := tiles[l.loop_var.__chandle__()]) is None or t.role != TILE]
+    carried = {d.buffer for d in carried_dependences(stmt, loop, fixed)}
+    missing = sorted(carried - set(tile.carries if tile is not None else ()))
+    if missing:
+        return [f"serial loop {loop.loop_var.name} carries a dependence through {', '.join(missing)} "
+                "that its decision does not name (the program would not sync)"]
+    return []
+
+
+def _axis_problems(loops, tiles) -> list[str]:
+    by_axis: dict[str, list[tuple[tirx.For, LoopTile, list]]] = {}
+    blocks: dict[str, str] = {}
+    problems = []
+    for loop, enclosing in loops:
+        tile = tiles[loop.loop_var.__chandle__()]
+        if tile is None or tile.role != TILE:
+            continue
+        by_axis.setdefault(tile.axis, []).append((loop, tile, enclosing))
+        if blocks.setdefault(tile.block, tile.axis) != tile.axis:
+            problems.append(f"axes {blocks[tile.block]} and {tile.axis} share the block constexpr {tile.block}")
+    for axis, members in by_axis.items():
+        if len(members) < 2:
+            continue
+        first = members[0][1]
+        for loop, tile, enclosing in members:
+            same = tile.whole and (tile.block, tile.size) == (first.block, first.size) \
+                and tvm_ffi.structural_equal(tile.extent, first.extent)
+            if not same:
+                problems.append(f"loop {loop.loop_var.name} names axis {axis} with another block, size or extent, "
+                                "or is not a whole tile")
+            if any(other.same_as(l) for other, _, _ in members for l in enclosing):
+                problems.append(f"loop {loop.loop_var.name} names axis {axis}, like a loop around it")
+    return problems
+
+
+def _dot_problems(stmt, loops, tiles) -> list[str]:
+    axes: dict[str, list[tirx.For]] = {}
+    for loop, _ in loops:
+        tile = tiles[loop.loop_var.__chandle__()]
+        if tile is not None and tile.role == TILE:
+            axes.setdefault(tile.axis, []).append(loop)
+    problems = []
+    for realize in realizes_under(stmt):
+        mark = dot_mark(realize.block)
+        if mark is None:
+            continue
+        name = f"tl.dot mark of block {realize.block.name_hint}"
+        operands = contraction_operands(realize.block)
+        if operands is None:
+            problems.append(f"{name}: the block is not a contraction X[..] += a * b")
+            continue
+        a_vars = {v.name for v in vars_of(list(operands[0].load.indices))}
+        b_vars = {v.name for v in vars_of(list(operands[1].load.indices))}
+        wanted = {"m": (SPATIAL, lambda it: it in a_vars and it not in b_vars),
+                  "n": (SPATIAL, lambda it: it in b_vars and it not in a_vars),
+                  "k": (REDUCE, lambda it: it in a_vars and it in b_vars)}
+        for role, axis in (("m", mark.m), ("n", mark.n), ("k", mark.k)):
+            kind, test = wanted[role]
+            drivers = [l for l in axes.get(axis, []) if bound_iter_var(realize, l.loop_var) is not None]
+            tile = tiles[drivers[0].loop_var.__chandle__()] if drivers else None
+            if not drivers or loop_kind(drivers[0], realize) != kind or not test(bound_iter_var(realize, drivers[0].loop_var).var.name):
+                problems.append(f"{name}: axis {axis} is not the block's {role.upper()} loop")
+            elif tile.size < LIMITS.dot_min_block:
+                problems.append(f"{name}: axis {axis} has block size {tile.size}, under tl.dot's minimum {LIMITS.dot_min_block}")
+    return problems
+
+
+def _storage_problems(stmt, kernel, loops, tiles) -> list[str]:
+    whole = {loop.loop_var.__chandle__(): tile.axis for loop, _ in loops
+             if (tile := tiles[loop.loop_var.__chandle__()]) is not None and tile.whole}
+    expected = decide_storage(stmt, whole)
+    problems = [f"{name} is held in registers, but {note.split(': ', 1)[1]}"
+                for name, note in zip(expected.spilled, expected.notes) if name in kernel.registers]
+    for name in expected.registers + expected.spilled:
+        if name not in kernel.registers and name not in kernel.spilled:
+            problems.append(f"{name} is written and read again in the kernel, but the decision neither holds it in "
+                            "registers nor spills it")
+    return problems
