@@ -26,6 +26,7 @@ from . import reductions
 from .accesses import Condition, choose_conditions, conjuncts, needs_int64, offset_expr
 from .exprs import check_dtype, fold_binary, lower_expr
 from .kernel_scope import KernelScope, build_scope
+from .param_shapes import shape_entry
 from .tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg, Scalar,
                       ScalarArg, ScratchBuffer, Store, TileKernel, TileProgram)
 
@@ -72,7 +73,7 @@ def _param_spec(func: tirx.PrimFunc, param) -> ParamSpec:
         return ParamSpec(param.name, "scalar", str(param.ty.dtype))
     written = set()
     tvm_ffi.structural_walk(func.body, (tirx.BufferStore, lambda s: written.add(s.buffer.name)))
-    shape = tuple(int(d.value) if isinstance(d, tirx.IntImm) else str(d) for d in param.shape)
+    shape = tuple(shape_entry(param, axis, d) for axis, d in enumerate(param.shape))
     return ParamSpec(param.name, "buffer", str(param.dtype), shape, param.name in written)
 
 

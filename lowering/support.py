@@ -11,6 +11,7 @@ from tir_passes.errors import UnsupportedConstructError
 from tir_passes.pass_util import source_line
 
 from .exprs import SUPPORTED_DTYPES
+from .param_shapes import check_param_shapes
 
 
 def _buffers_in(stmt) -> list:
@@ -20,7 +21,8 @@ def _buffers_in(stmt) -> list:
 
 
 def check_supported(func: tirx.PrimFunc, name: str) -> None:
-    """Raise UnsupportedConstructError for buffers of dtypes Triton cannot hold here."""
+    """Raise UnsupportedConstructError for buffers of dtypes Triton cannot hold here, and for parameter
+    shapes the launcher cannot check."""
     stores: list = []
     tvm_ffi.structural_walk(func.body, (tirx.BufferStore, stores.append))
     for store in stores:
@@ -34,3 +36,4 @@ def check_supported(func: tirx.PrimFunc, name: str) -> None:
     for param in func.params:
         if tirx.is_buffer_var(param) and str(param.dtype) not in SUPPORTED_DTYPES:
             raise UnsupportedConstructError(f"PrimFunc {name}, parameter {param.name}: dtype {param.dtype} is not supported")
+    check_param_shapes(func, name)

@@ -218,13 +218,14 @@ class TileKernel:
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """A PrimFunc parameter as the launcher checks it: shape entries are ints or variable names
-    (or an expression string over them), in the PrimFunc's order."""
+    """A PrimFunc parameter as the launcher checks it, in the PrimFunc's order. Shape entries are
+    ints, shape-variable names, or derived dimensions: nested tuples (op, a, b) with op one of
+    + - * // % min max (floor division and modulo, as TIR's floordiv and floormod)."""
 
     name: str
     kind: str  # buffer or scalar
     dtype: str
-    shape: tuple[object, ...] = ()
+    shape: tuple[int | str | tuple, ...] = ()
     written: bool = False
 
 

@@ -6,9 +6,13 @@ instead of 1). Padding each row by one bank word makes the column walk every ban
 What it rewrites: for each block that stages a buffer into `shared` scope (cache_read), it tries
 row paddings of 0, 1, 2, 4, ... elements (`storage_align` on the row axis: stride = 32 words * k
 + pad), lowers each candidate as TVM's CUDA build would, counts wavefronts, and keeps the
-smallest padding with the fewest conflicts (none, when one exists). The choice and its numbers
-are recorded as the block annotation "bank.decision". A padded row stride is at least the row
-length, so the layout stays a bijection onto its image (checked, not assumed).
+smallest padding with the fewest conflicts (none, when one exists). The chosen padding is kept
+only when proven on the layout TVM actually builds (padded_layout_problems): the staged tile's
+strides after TVM's buffer compaction give a one-to-one address map (floordiv/floormod by the
+strides recover every index, so a row stride shorter than the row is caught), and the shared
+allocation of TVM's CUDA build holds the highest address (an allocation not enlarged for the
+padding is caught). The choice, its numbers and what was proven are recorded as the block
+annotation "bank.decision".
 On the Triton path there is nothing to do: Triton allocates and swizzles shared memory itself,
 and the Tiling pass's square tiles for transposed accesses are what this path controls there.
 Assumes: a CUDA-style schedule (thread bindings, shared staging blocks); functions without
@@ -21,8 +25,14 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from .bank_conflicts import BANK_BYTES, BANKS, analyze
+from .bank_conflicts import BANK_BYTES, BANKS, analyze, lower_for_cuda
+from .layout_proofs import injection_problems
 from .pass_util import s_tir_pass
+
+# the prefix of TVM's s_tir pipeline (tvm/s_tir/pipeline.py) that places shared buffers and
+# compacts them, applying storage_align: after it a staged buffer carries the strides TVM uses
+_COMPACTION = (s_tir.transform.PlanAndUpdateBufferAllocationLocation, s_tir.transform.ConvertBlocksToOpaque,
+               s_tir.transform.CompactBufferAllocation)
 
 
 def _staging_blocks(func: tirx.PrimFunc) -> list[tuple[str, object]]:
@@ -69,8 +79,54 @@ def _candidate_pads(buf) -> list[int]:
     return pads
 
 
-def _is_injective(row_length: int, stride: int) -> bool:
-    return stride >= row_length
+def _compacted_buffer(mod: tvm.IRModule, name: str):
+    """The staged buffer as TVM lays it out: the tile's shape and its (padded) strides."""
+    compacted = tvm.transform.Sequential([make() for make in _COMPACTION])(mod)
+    found: list = []
+    tvm_ffi.structural_walk(compacted["main"].body,
+                            (s_tir.SBlock, lambda block: found.extend(b for b in block.alloc_buffers if b.name == name)))
+    return found[0]
+
+
+def _allocated_elements(mod: tvm.IRModule, name: str) -> int | None:
+    """Elements of the shared allocation that TVM's CUDA build makes for buffer `name`; None when
+    there is no such single flat allocation (e.g. merged with another buffer's)."""
+    found: list = []
+    for kernel in lower_for_cuda(mod):
+        tvm_ffi.structural_walk(kernel.body, (tirx.AllocBuffer,
+                                              lambda alloc: found.append(alloc.buffer) if alloc.buffer.name == name else None))
+    if len(found) != 1 or len(found[0].shape) != 1:
+        return None
+    return int(found[0].shape[0])
+
+
+def padded_layout(mod: tvm.IRModule, name: str) -> tuple[list[int], list[int], int | None]:
+    """(tile shape, strides, allocated elements) of a staged buffer, as TVM builds it."""
+    buf = _compacted_buffer(mod, name)
+    return [int(d) for d in buf.shape], [int(s) for s in buf.strides], _allocated_elements(mod, name)
+
+
+def padded_layout_problems(shape: list[int], strides: list[int], allocated: int | None) -> list[str]:
+    """What is not proven of the layout `sum(index * stride)`: that it is one to one over the tile
+    and that an allocation of `allocated` elements holds every address."""
+    if len(strides) != len(shape):
+        return [f"TVM's layout of the {tuple(shape)} tile has no padded strides"]
+    if allocated is None:
+        return ["TVM's CUDA build has no single shared allocation of the tile to check"]
+    address = tirx.IndexMap.from_func(lambda *index: (sum(i * s for i, s in zip(index, strides)),), ndim=len(shape),
+                                      index_dtype="int32")
+    index = tirx.IndexMap.from_func(lambda flat: _unflatten(flat, strides), ndim=1, index_dtype="int32")
+    return injection_problems(address, index, shape, [allocated])
+
+
+def _unflatten(address, strides: list[int]) -> list:
+    """The indices of an address, outermost stride first; the left inverse of a layout whose every
+    stride exceeds the span of the axes inside it (exactly what injectivity needs)."""
+    indices = []
+    for stride in strides:
+        indices.append(tirx.floordiv(address, stride))
+        address = tirx.floormod(address, stride)
+    return indices
 
 
 def choose_padding(func: tirx.PrimFunc, block: str, buf) -> tuple[int, str]:
@@ -83,15 +139,19 @@ def choose_padding(func: tirx.PrimFunc, block: str, buf) -> tuple[int, str]:
             break
     conflicts, pad, worst = min(results)
     before = results[0]
-    elem = tvm.DataType(str(buf.dtype)).bits // 8
-    row = int(buf.shape[-1]) if isinstance(buf.shape[-1], tirx.IntImm) else None
     if pad == 0:
         reason = "no padding needed" if before[0] == 0 else "no padding reduces the conflicts"
         return 0, f"{buf.name}: {reason} ({before[2]} wavefront(s) per request at worst)"
-    if row is not None:
-        assert _is_injective(row, row + pad), "a padded row stride shorter than the row would alias elements"
+    shape, strides, allocated = padded_layout(_padded(func, block, buf, pad), buf.name)
+    problems = padded_layout_problems(shape, strides, allocated)
+    if problems:
+        return 0, f"{buf.name}: kept unpadded: a padding of {pad} element(s) was not proven ({'; '.join(problems)})"
+    elem = tvm.DataType(str(buf.dtype)).bits // 8
+    highest = sum((extent - 1) * stride for extent, stride in zip(shape, strides))
     return pad, (f"{buf.name}: rows padded by {pad} element(s) ({pad * elem} bytes per row of the staged tile): "
-                 f"{before[2]} -> {worst} wavefront(s) per request at worst, {before[0]} -> {conflicts} conflicts per warp")
+                 f"{before[2]} -> {worst} wavefront(s) per request at worst, {before[0]} -> {conflicts} conflicts per warp; "
+                 f"proven on TVM's layout of the {'x'.join(map(str, shape))} tile, strides {tuple(strides)}: one address "
+                 f"per element, the highest ({highest}) inside the {allocated}-element allocation")
 
 
 def bank_conflict_free_tiling(func: tirx.PrimFunc) -> tirx.PrimFunc:

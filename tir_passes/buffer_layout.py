@@ -7,25 +7,32 @@ others. If its writer and readers all walk, say, its first axis in their innermo
 axes swapped the same loops read and write unit-stride tiles that coalesce and vectorize.
 What it rewrites: for each such intermediate, every access votes for the axis indexed by the
 innermost loop (outward until one indexes the buffer directly); when the winning axis is not the
-last, `transform_layout` moves it last. The permutation is proven a bijection (TVM builds its
-inverse) and checked exhaustively on buffers of up to 4096 elements; the decision is recorded in
-the root block's "layout.decisions" annotation, also when nothing changes.
+last, `transform_layout` moves it last. The rewrite is kept only when proven (layout_problems):
+the new shape is the permutation of the old; the map is a bijection between the two index
+spaces (for symbolic indices in range, the analyzer proves that the map lands in the new shape,
+TVM's inverse lands in the old one, inverse(map(x)) == x and map(inverse(y)) == y); and every
+rewritten access indexes the map of its old indices. The decision, with what was proven or why
+the buffer was kept, is recorded in the root block's "layout.decisions" annotation, also when
+nothing changes.
 Assumes: LoopFusion ran (what it kept in registers has no layout); intermediates are root
 allocations with static shapes; parameters keep the layout the caller gives them.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 
 import tvm
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import s_tir, sym, tirx
 
+from .errors import first_line
+from .layout_proofs import bijection_problems, equal_indices
 from .pass_util import root_block, s_tir_pass, top_level_statements
 
-EXHAUSTIVE_LIMIT = 4096
+PROOF = ("proven: the new shape is the permutation of the old, the map is a bijection between the index "
+         "spaces (in range both ways, inverse(map(x)) == x, map(inverse(y)) == y), and all {count} rewritten "
+         "accesses index the map of their old indices")
 
 
 def _accesses(block: s_tir.SBlock, buf) -> list:
@@ -73,17 +80,68 @@ def permutation_map(permutation: list[int]) -> tirx.IndexMap:
                                    index_dtype="int32")
 
 
-def permutation_is_bijective(permutation: list[int], shape: list[int]) -> bool:
-    """TVM's inverse of the map exists, and (small buffers) every index lands on its own slot."""
-    permutation_map(permutation).inverse(shape)  # raises unless the map is bijective on the shape
-    count = 1
-    for extent in shape:
-        count *= extent
-    if count > EXHAUSTIVE_LIMIT:
-        return True
-    images = {tuple(index[p] for p in permutation) for index in itertools.product(*(range(e) for e in shape))}
-    new_shape = [shape[p] for p in permutation]
-    return len(images) == count and all(all(0 <= v < e for v, e in zip(image, new_shape)) for image in images)
+def _block_accesses(func: tirx.PrimFunc, name: str) -> list[tuple[s_tir.SBlock, list]]:
+    """(block, indices) of every access of the buffer called `name`, block by block in walk order."""
+    blocks: list = []
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, blocks.append))
+    found = []
+    for block in blocks:
+        def record(node, visitor, block=block):
+            buf = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+            if buf.name == name:
+                found.append((block, list(node.indices)))
+            visitor.default_visit(node)
+
+        # a nested block's accesses belong to that block: do not descend into it here
+        for part in (block.init, block.body):
+            if part is not None:
+                tvm_ffi.structural_visit(part, [((tvm.ir.TensorLoad, tirx.BufferStore), record),
+                                                (s_tir.SBlockRealize, lambda realize, visitor: None)])
+    return found
+
+
+def rewrite_problems(before: tirx.PrimFunc, after: tirx.PrimFunc, name: str, forward: tirx.IndexMap) -> list[str]:
+    """Accesses of `name` whose indices in `after` are not `forward` of their indices in `before`."""
+    old, new = _block_accesses(before, name), _block_accesses(after, name)
+    if len(old) != len(new):
+        return [f"{len(old)} accesses of {name} before the rewrite, {len(new)} after"]
+    analyzer = sym.Analyzer()
+    problems = []
+    for (old_block, old_indices), (new_block, new_indices) in zip(old, new):
+        rename = {n.var.__chandle__(): o.var for n, o in zip(new_block.iter_vars, old_block.iter_vars)}
+        renamed = [tvm_ffi.structural_map(i, (tirx.Var, lambda v: rename.get(v.__chandle__(), v))) for i in new_indices]
+        expected = forward.map_indices(old_indices)
+        if not equal_indices(analyzer, renamed, expected):
+            problems.append(f"block {old_block.name_hint}: {name}[{_text(old_indices)}] was rewritten to "
+                            f"{name}[{_text(renamed)}], not {name}[{_text(expected)}]")
+    return problems
+
+
+def _text(indices) -> str:
+    return ", ".join(str(i) for i in indices)
+
+
+def layout_problems(before: tirx.PrimFunc, after: tirx.PrimFunc, name: str, permutation: list[int]) -> list[str]:
+    """Everything not proven of `after` being `before` with buffer `name`'s axes permuted."""
+    old_shape, new_shape = _static_shape(before, name), _static_shape(after, name)
+    problems = []
+    if new_shape != [old_shape[p] for p in permutation]:
+        problems.append(f"the new shape {tuple(new_shape)} is not the permutation {tuple(permutation)} "
+                        f"of {tuple(old_shape)}")
+    forward = permutation_map(permutation)
+    try:
+        inverse = forward.inverse(old_shape)
+    except tvm.error.InternalError as err:  # TVM refuses to invert what it sees is not a bijection
+        return problems + [f"TVM cannot invert the map: {first_line(err)}"]
+    return problems + bijection_problems(forward, inverse, old_shape, new_shape) + rewrite_problems(before, after, name, forward)
+
+
+def _root_buffer(func: tirx.PrimFunc, name: str):
+    return next(b for b in root_block(func).alloc_buffers if b.name == name)
+
+
+def _static_shape(func: tirx.PrimFunc, name: str) -> list[int]:
+    return [int(d.value) for d in _root_buffer(func, name).shape]
 
 
 def _decide(func: tirx.PrimFunc, buf, statements) -> tuple[list[int] | None, str]:
@@ -106,27 +164,42 @@ def _decide(func: tirx.PrimFunc, buf, statements) -> tuple[list[int] | None, str
     if axis == last:
         return None, f"{buf.name}: kept (its accesses already walk the last axis: {count} of {sum(votes.values())})"
     permutation = [a for a in range(len(shape)) if a != axis] + [axis]
-    if not permutation_is_bijective(permutation, shape):
-        return None, f"{buf.name}: kept (the permutation was not proven a bijection)"
     return permutation, (f"{buf.name}: axes permuted to {tuple(permutation)}: {count} of {sum(votes.values())} accesses "
-                         f"walk axis {axis} in their innermost loop, which is now unit-stride (bijection proven)")
+                         f"walk axis {axis} in their innermost loop, which is now unit-stride")
+
+
+def _transformed(func: tirx.PrimFunc, name: str, index_map: tirx.IndexMap) -> tirx.PrimFunc:
+    """`func` with buffer `name` laid out by `index_map` (TVM rewrites its allocation and accesses)."""
+    sch = s_tir.Schedule(func)
+    writer = next(r.block.name_hint for stmt in top_level_statements(func)
+                  for _, r, a in _nest_accesses(stmt, _root_buffer(func, name)) if isinstance(a, tirx.BufferStore))
+    sch.transform_layout(sch.get_sblock(writer), name, index_map)
+    return sch.mod["main"]
+
+
+def _relayout(func: tirx.PrimFunc, name: str) -> tuple[tirx.PrimFunc, str]:
+    """`func` with buffer `name` permuted when that helps and is proven, and the decision."""
+    permutation, decision = _decide(func, _root_buffer(func, name), top_level_statements(func))
+    if permutation is None:
+        return func, decision
+    after = _transformed(func, name, permutation_map(permutation))
+    problems = layout_problems(func, after, name, permutation)
+    if problems:
+        return func, f"{name}: kept (the permuted layout was not proven: {'; '.join(problems)})"
+    return after, f"{decision} ({PROOF.format(count=len(_block_accesses(after, name)))})"
 
 
 def layout_buffers(func: tirx.PrimFunc) -> tirx.PrimFunc:
     statements = top_level_statements(func)
-    shared = [b for b in root_block(func).alloc_buffers
+    shared = [b.name for b in root_block(func).alloc_buffers
               if sum(1 for stmt in statements if _nest_accesses(stmt, b)) >= 2 and str(b.scope()) == "global"]
     if not shared:
         return func
-    sch = s_tir.Schedule(func)
     decisions = []
-    for buf in shared:
-        permutation, decision = _decide(sch.mod["main"], buf, top_level_statements(sch.mod["main"]))
+    for name in shared:
+        func, decision = _relayout(func, name)
         decisions.append(decision)
-        if permutation is not None:
-            writer = next(r.block.name_hint for stmt in top_level_statements(sch.mod["main"])
-                          for _, r, a in _nest_accesses(stmt, buf) if isinstance(a, tirx.BufferStore))
-            sch.transform_layout(sch.get_sblock(writer), buf.name, permutation_map(permutation))
+    sch = s_tir.Schedule(func)
     sch.annotate(sch.get_sblock("root"), "layout.decisions", decisions)
     return sch.mod["main"]
 

@@ -72,13 +72,17 @@ def serialize_threads(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func if body.same_as(func.body) else func.with_body(body)
 
 
+def symbolic_sizes(func: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> dict[str, int]:
+    """The size each symbolic shape variable is bound to: the one given, else a small odd default."""
+    return {var.name: (sizes or {}).get(var.name, SYMBOLIC_SIZES[index % len(SYMBOLIC_SIZES)])
+            for index, var in enumerate(shape_vars(func))}
+
+
 def specialize_shapes(func: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> tirx.PrimFunc:
     """Bind every symbolic shape variable (by name) to a concrete size (and serialize threads)."""
     func = serialize_threads(func)
-    bindings = {}
-    for index, var in enumerate(shape_vars(func)):
-        size = (sizes or {}).get(var.name, SYMBOLIC_SIZES[index % len(SYMBOLIC_SIZES)])
-        bindings[var] = tirx.const(size, var.ty.dtype)
+    chosen = symbolic_sizes(func, sizes)
+    bindings = {var: tirx.const(chosen[var.name], var.ty.dtype) for var in shape_vars(func)}
     scalar_shape_params = [p for p in func.params if not tirx.is_buffer_var(p) and p in bindings]
     mapping = {p: bindings[p] for p in scalar_shape_params}
     mapping.update({buf: _specialized_buffer(buf, bindings) for buf in buffer_params(func) if _vars_in_shape(buf)})
@@ -90,7 +94,9 @@ def _vars_in_shape(buf) -> bool:
 
 
 def _specialized_buffer(buf, bindings):
-    shape = [tvm.sym.Analyzer().simplify(tvm_ffi.structural_map(d, (tirx.Var, lambda v: bindings.get(v, v)))) for d in buf.shape]
+    # a derived dimension (n * 2) stays as it is: specialize substitutes it from the variables'
+    # bindings, and refuses a new value for anything but a whole variable
+    shape = [bindings.get(d, d) if isinstance(d, tirx.Var) else d for d in buf.shape]
     return tirx.decl_buffer(shape, buf.dtype, buf.name, layout=None)
 
 
@@ -132,29 +138,21 @@ def negative_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return negative
 
 
-def scalar_arguments(func: tirx.PrimFunc, concrete: tirx.PrimFunc) -> dict[str, object]:
+def scalar_arguments(func: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> dict[str, object]:
     """Values for non-buffer parameters: shape variables by their bound size, others fixed."""
     values: dict[str, object] = {}
-    bound = {v.name: None for v in shape_vars(func)}
+    bound = symbolic_sizes(func, sizes)
     for param in func.params:
         if tirx.is_buffer_var(param):
             continue
         dtype = param.ty.dtype
         if param.name in bound:
-            values[param.name] = bound_size(func, concrete, param)
+            values[param.name] = bound[param.name]
         elif dtype.startswith("float"):
             values[param.name] = 0.75
         else:
             values[param.name] = 3
     return values
-
-
-def bound_size(func, concrete, var) -> int:
-    for buf, cbuf in zip(buffer_params(func), buffer_params(concrete)):
-        for dim, cdim in zip(buf.shape, cbuf.shape):
-            if isinstance(dim, tirx.Var) and dim.same_as(var):
-                return int(cdim.value)
-    raise UnsupportedConstructError(f"shape variable {var.name} is not a whole dimension of any buffer")
 
 
 def build_llvm(func: tirx.PrimFunc):
@@ -225,7 +223,7 @@ class ReferenceRun:
         concrete = specialize_shapes(func, sizes)
         first = make_inputs(concrete, seed)
         datasets = [first, negative_inputs(first)]
-        scalars = scalar_arguments(func, concrete)
+        scalars = scalar_arguments(func, sizes)
         call_scalars = _scalars_for(concrete, scalars)
         entry = build_llvm(concrete)
         outputs = [run_built(entry, concrete, data, call_scalars) for data in datasets]

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from tir_passes.frontend import as_module
-from tir_passes.numerics import ReferenceRun, bound_size, buffer_params, shape_vars
+from tir_passes.numerics import ReferenceRun, buffer_params, symbolic_sizes
 
 
 @dataclass
@@ -73,7 +73,5 @@ def check_against_tvm(kernel, func, *, seed: int = 0, sizes: dict[str, int] | No
         results.append({name: view.cpu().numpy() for name, (view, _) in guarded.items()})
         for name, (_, storage) in guarded.items():
             problems += [p for p in _margin_problems(name, storage) if p not in problems]
-    bound = dict(reference.scalars)
-    for var in shape_vars(func):
-        bound.setdefault(var.name, bound_size(func, reference.concrete, var))
+    bound = {**reference.scalars, **symbolic_sizes(func, sizes)}
     return CheckReport(kernel.name, problems + reference.mismatches(results), bound, time.perf_counter() - started)

@@ -2,8 +2,9 @@
 so a saved module needs only torch and triton. Everything here takes plain data: the generated
 code describes its parameters as tuples and calls these functions.
 
-A parameter is (name, kind, dtype, shape, written, int32_offsets); shape entries are ints or
-strings: a shape variable's name, or a Python expression over shape variables.
+A parameter is (name, kind, dtype, shape, written, int32_offsets); a shape entry is an int, a
+shape variable's name, or a derived dimension: a tuple (op, a, b) of entries that shape_value
+evaluates (lowering/param_shapes.py makes them). Nothing here evaluates text.
 """
 
 import os
@@ -46,7 +47,7 @@ def _bind_dimension(name, axis, expected, actual, sizes, origin):
     if isinstance(expected, int):
         if actual != expected:
             raise LaunchError(f"parameter {name}: dimension {axis} is {actual}, expected {expected}")
-    elif expected.isidentifier():
+    elif isinstance(expected, str):
         if expected in sizes and sizes[expected] != actual:
             raise LaunchError(f"parameter {name}: dimension {axis} is {actual}, but {expected} = {sizes[expected]} "
                               f"from {origin[expected]} (inconsistent symbolic sizes)")
@@ -54,15 +55,51 @@ def _bind_dimension(name, axis, expected, actual, sizes, origin):
         origin.setdefault(expected, f"{name}.shape[{axis}]")
 
 
+# Python's // and % round toward minus infinity, as TIR's floordiv and floormod do
+_SHAPE_OPS = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b, "%": lambda a, b: a % b, "min": min, "max": max,
+}
+
+
+def shape_value(entry, sizes):
+    """The size a shape entry stands for, given the sizes of the shape variables."""
+    if isinstance(entry, int):
+        return entry
+    if isinstance(entry, str):
+        return sizes[entry]
+    op, a, b = entry
+    return _SHAPE_OPS[op](shape_value(a, sizes), shape_value(b, sizes))
+
+
+def shape_text(entry):
+    if not isinstance(entry, tuple):
+        return str(entry)
+    op, a, b = entry
+    if op in ("min", "max"):
+        return f"{op}({shape_text(a)}, {shape_text(b)})"
+    return f"{_operand_text(a)} {op} {_operand_text(b)}"
+
+
+def _operand_text(entry):
+    nested = isinstance(entry, tuple) and entry[0] not in ("min", "max")
+    return f"({shape_text(entry)})" if nested else shape_text(entry)
+
+
 def _check_derived_dimensions(params, values, sizes):
-    for (name, kind, _dtype, shape, _written, _narrow), value in zip(params, values):
-        if kind != "buffer":
-            continue
-        for axis, expected in enumerate(shape):
-            if isinstance(expected, str) and not expected.isidentifier():
-                wanted = eval(expected, {"__builtins__": {}}, dict(sizes))  # our own expression text
-                if value.shape[axis] != wanted:
-                    raise LaunchError(f"parameter {name}: dimension {axis} is {value.shape[axis]}, expected {expected} = {wanted}")
+    for name, _kind, _dtype, shape, _written, _narrow in params:
+        for axis, entry in enumerate(shape):
+            if not isinstance(entry, tuple):
+                continue
+            actual = values[name].shape[axis]
+            try:
+                wanted = shape_value(entry, sizes)
+            except ZeroDivisionError:
+                bound = ", ".join(f"{var} = {size}" for var, size in sizes.items())
+                raise LaunchError(f"parameter {name}: dimension {axis} is {shape_text(entry)}, which divides by zero "
+                                  f"({bound})") from None
+            if actual != wanted:
+                raise LaunchError(f"parameter {name}: dimension {axis} is {actual}, expected {shape_text(entry)} = {wanted}")
 
 
 def _span(tensor):
@@ -115,7 +152,7 @@ def check_arguments(params, args):
             raise LaunchError(f"parameter {name} = {values[name]}, but {origin[name]} = {sizes[name]} (inconsistent symbolic sizes)")
         if kind == "scalar" and name not in sizes:
             sizes[name] = values[name]
-    _check_derived_dimensions(params, args, sizes)
+    _check_derived_dimensions(params, values, sizes)
     _check_aliasing(params, values)
     devices = {v.device for v in values.values() if isinstance(v, torch.Tensor)}
     if len(devices) > 1:

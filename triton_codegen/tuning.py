@@ -7,6 +7,7 @@ import torch
 from tir_passes.errors import FrontendError
 
 from .loader import import_module
+from .runtime_support import shape_text, shape_value
 
 
 def random_arguments(params, sizes: dict[str, int], device: str) -> list:
@@ -17,17 +18,21 @@ def random_arguments(params, sizes: dict[str, int], device: str) -> list:
                 raise FrontendError(f"scalar parameter {name}: give its value with --sizes {name}=N")
             args.append(sizes[name])
             continue
-        dims = []
-        for dim in shape:
-            value = dim if isinstance(dim, int) else sizes.get(dim) if dim.isidentifier() else eval(dim, {"__builtins__": {}}, dict(sizes))
-            if value is None:
-                raise FrontendError(f"parameter {name}: give the size {dim} with --sizes {dim}=N")
-            dims.append(value)
+        dims = [_dimension(name, dim, sizes) for dim in shape]
         torch_dtype = getattr(torch, dtype)
         tensor = torch.randn(dims, device=device).to(torch_dtype) if torch_dtype.is_floating_point else \
             torch.randint(-8, 8, dims, device=device).to(torch_dtype)
         args.append(tensor)
     return args
+
+
+def _dimension(param: str, entry, sizes: dict[str, int]) -> int:
+    try:
+        return shape_value(entry, sizes)
+    except KeyError as missing:
+        raise FrontendError(f"parameter {param}: give the size {missing.args[0]} with --sizes {missing.args[0]}=N") from None
+    except ZeroDivisionError:
+        raise FrontendError(f"parameter {param}: its dimension {shape_text(entry)} divides by zero with these --sizes") from None
 
 
 def tune_module(path: str, sizes: dict[str, int]) -> dict:

@@ -4,7 +4,8 @@ import pytest
 import tvm
 
 from tir_passes import CHECKS, run_pipeline
-from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling
+from tir_passes import bank_conflict_free_tiling
+from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling, padded_layout, padded_layout_problems
 from tir_passes.bank_conflicts import analyze, count_wavefronts
 
 from matmul import make_matmul as _make_matmul
@@ -18,6 +19,7 @@ def make_transpose(n):
 
 def make_matmul(n):
     return _make_matmul(n, n, n, "float32", "float32")
+
 
 WORD = 4
 
@@ -100,7 +102,9 @@ def test_before_expected_padding_of_the_transpose_tile():
                                 T.reads(A[v0, v1])
                                 T.writes(A_shared[v0, v1])
                                 T.sblock_attr({"bank.decision": "A_shared: rows padded by 1 element(s) (4 bytes per row of the staged "
-                                                                "tile): 32 -> 1 wavefront(s) per request at worst, 992 -> 0 conflicts per warp",
+                                                                "tile): 32 -> 1 wavefront(s) per request at worst, 992 -> 0 conflicts per warp; "
+                                                                "proven on TVM's layout of the 32x32 tile, strides (33, 1): one address per "
+                                                                "element, the highest (1054) inside the 1056-element allocation",
                                                "buffer_dim_align": [[0, 0, 32, 1]]})
                                 A_shared[v0, v1] = A[v0, v1]
                     for j_1 in range(32):
@@ -113,3 +117,48 @@ def test_before_expected_padding_of_the_transpose_tile():
                                 B[vj, vi] = A_shared[vi, vj]
 
     assert_rewrites(BankConflictFreeTiling(), schedule_transpose(make_transpose(64)), Expected)
+
+
+def test_the_padded_layout_tvm_builds_is_proven():
+    """The real pass output: TVM's strides and allocation pass the proof, and agree with an
+    exhaustive look at the tile's addresses."""
+    shape, strides, allocated = padded_layout(BankConflictFreeTiling()(schedule_transpose(make_transpose(64))), "A_shared")
+    assert (shape, strides, allocated) == ([32, 32], [33, 1], 1056)
+    assert padded_layout_problems(shape, strides, allocated) == []
+    addresses = {row * strides[0] + col for row in range(shape[0]) for col in range(shape[1])}
+    assert len(addresses) == 32 * 32 and max(addresses) < allocated
+
+
+def test_an_allocation_not_enlarged_for_the_padding_is_caught():
+    """Catalogue M12: stride 33, but only 32 * 32 elements allocated."""
+    assert padded_layout_problems([32, 32], [33, 1], 1024) == ["not proven: map(x) lies in shape (1024,)"]
+
+
+def test_a_row_stride_shorter_than_the_row_is_caught():
+    """Stride 31 for 32-element rows: the last element of a row is the first of the next."""
+    assert padded_layout_problems([32, 32], [31, 1], 1056) == ["not proven: inverse(map(x)) == x"]
+
+
+def test_a_layout_without_padded_strides_is_caught():
+    assert padded_layout_problems([32, 32], [], 1024) == ["TVM's layout of the (32, 32) tile has no padded strides"]
+
+
+def test_the_pass_keeps_the_tile_unpadded_when_the_allocation_is_not_enlarged(monkeypatch):
+    """A mutant lowering that allocates the unpadded tile: the pass refuses its own padding."""
+    monkeypatch.setattr(bank_conflict_free_tiling, "_allocated_elements", lambda mod, name: 32 * 32)
+    fixed = BankConflictFreeTiling()(schedule_transpose(make_transpose(64)))
+    script = fixed.script()
+    assert ("A_shared: kept unpadded: a padding of 1 element(s) was not proven "
+            "(not proven: map(x) lies in shape (1024,))") in script
+    assert "buffer_dim_align" not in script
+
+
+def test_the_pass_keeps_the_tile_unpadded_when_the_stride_is_short(monkeypatch):
+    monkeypatch.setattr(bank_conflict_free_tiling, "padded_layout", lambda mod, name: ([32, 32], [31, 1], 1056))
+    script = BankConflictFreeTiling()(schedule_transpose(make_transpose(64))).script()
+    assert "A_shared: kept unpadded: a padding of 1 element(s) was not proven (not proven: inverse(map(x)) == x)" in script
+
+
+def test_a_tile_without_its_own_allocation_is_not_proven():
+    assert padded_layout_problems([32, 32], [33, 1], None) == [
+        "TVM's CUDA build has no single shared allocation of the tile to check"]
