@@ -291,6 +291,9 @@ class KernelLowering:
 
     def merge_dims(self, *dims_list: tuple[str, ...]) -> tuple[str, ...]:
         present = {d for dims in dims_list for d in dims}
+        if self.scope is None:  # loop extents, lowered while the scope is built, are scalars
+            assert not present, f"tile axes {present} before the kernel's axes exist"
+            return ()
         return tuple(d for d in self.scope.dim_order() if d in present)
 
     def proven_non_negative(self, expr) -> bool:

@@ -39,6 +39,16 @@ def shape_entry(param, axis: int, dim) -> ShapeEntry:
     return (op, shape_entry(param, axis, dim.a), shape_entry(param, axis, dim.b))
 
 
+def entry_text(entry: ShapeEntry) -> str:
+    """`(n // 4) + 1` for ("+", ("//", "n", 4), 1): how printers and dumps show an entry."""
+    if isinstance(entry, tuple):
+        op, a, b = entry
+        if op in ("min", "max"):
+            return f"{op}({entry_text(a)}, {entry_text(b)})"
+        return f"({entry_text(a)} {op} {entry_text(b)})"
+    return str(entry)
+
+
 def variables(entry: ShapeEntry) -> list[str]:
     """The shape variables an entry reads, in order of first appearance."""
     if isinstance(entry, str):

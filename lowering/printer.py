@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .param_shapes import entry_text
 from .tile_ir import (Arange, Assign, Barrier, Binary, Cast, Comment, Const, Dot, Load, Loop, Reduce, Reg, Scalar,
                       Store, TileProgram, Unary, Where)
 
@@ -47,9 +48,15 @@ def _format_stmt(stmt, indent: str, lines: list[str]) -> None:
             _format_stmt(child, indent + "    ", lines)
 
 
+def _param_text(param) -> str:
+    if param.kind != "buffer":
+        return f"{param.name}: {param.dtype}"
+    return f"{param.name}: {param.dtype}[{', '.join(entry_text(d) for d in param.shape)}]"
+
+
 def format_program(program: TileProgram) -> str:
     lines = [f"program {program.name}  (source hash {program.source_hash})",
-             "  params: " + ", ".join(f"{p.name}: {p.dtype}{list(p.shape) if p.kind == 'buffer' else ''}" for p in program.params)]
+             "  params: " + ", ".join(_param_text(p) for p in program.params)]
     for scratch in program.scratch:
         lines.append(f"  scratch {scratch.name}: {scratch.dtype}[{', '.join(format_expr(d) for d in scratch.shape)}]")
     for kernel in program.kernels:
