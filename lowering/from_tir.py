@@ -20,12 +20,13 @@ from tvm import s_tir, tirx
 from tir_passes.errors import UnsupportedConstructError
 from tir_passes.nest import python_name
 from tir_passes.pass_util import root_block, source_line, top_level_statements
-from tir_passes.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile
+from tir_passes.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile, scan_mark
 
 from . import reductions
 from .accesses import Condition, choose_conditions, conjuncts, needs_int64, offset_expr
 from .exprs import check_dtype, fold_binary, lower_expr
 from .kernel_scope import KernelScope, build_scope
+from .scans import ScanState
 from .param_shapes import shape_entry
 from .tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg, Scalar,
                       ScalarArg, ScratchBuffer, Store, TileKernel, TileProgram)
@@ -118,6 +119,7 @@ class KernelLowering:
         self.location = name
         self.scope: KernelScope | None = None
         self.reductions = reductions.ReductionState()
+        self.scans = ScanState()
         self.counter = 0
 
     # --- the walk ----------------------------------------------------------------------
@@ -188,6 +190,7 @@ class KernelLowering:
         if plan.kind == GRID:
             raise ContractError(f"loop {loop.loop_var.name}", "a grid loop must be among the kernel's outermost loops")
         opened = self.reductions.open_for_loop(self, loop)
+        carries = self.scans.open_for_loop(self, loop)
         start = Const(0, "int32") if plan.partner_of else self.lower_scalar(loop.min)
         stop = plan.count if plan.partner_of else fold_binary("+", start, plan.count, "int32", ())
         self.emitted.append([])
@@ -197,6 +200,7 @@ class KernelLowering:
         body = self.emitted.pop()
         self.emit(Loop(plan.name, start, stop, tuple(body)))
         self.reductions.close(self, opened)
+        self.scans.close(carries)
         self._sync_if_pending()
 
     def _sync_if_pending(self) -> None:
@@ -214,7 +218,9 @@ class KernelLowering:
         self.location = self._block_location(block)
         self.emit(Comment(f"block {block.name_hint}" + (f" ({self.location})" if ":" in self.location else "")))
         with self.block_context(realize):
-            if any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars):
+            if scan_mark(block) is not None:
+                self.scans.lower_block(self, realize)
+            elif any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars):
                 self.reductions.lower_block(self, realize)
             else:
                 if block.init is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .param_shapes import entry_text
 from .tile_ir import (Arange, Assign, Barrier, Binary, Cast, Comment, Const, Dot, Load, Loop, Reduce, Reg, Scalar,
-                      Store, TileProgram, Unary, Where)
+                      Scan, Store, TileProgram, Unary, Where)
 
 
 def format_expr(expr) -> str:
@@ -27,6 +27,8 @@ def format_expr(expr) -> str:
         return f"{expr.buffer}[{format_expr(expr.offset)}{mask}]"
     if isinstance(expr, Reduce):
         return f"{expr.kind}({format_expr(expr.x)}, over {','.join(expr.axes)})"
+    if isinstance(expr, Scan):
+        return f"scan_{expr.kind}({format_expr(expr.x)}, along {expr.axis})"
     if isinstance(expr, Dot):
         return f"dot({format_expr(expr.a)}, {format_expr(expr.b)}, acc={format_expr(expr.acc)}, {expr.precision})"
     raise TypeError(type(expr).__name__)

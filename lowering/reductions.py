@@ -35,6 +35,8 @@ def cast(value: Expr, dtype: str) -> Expr:
 
 
 def identity(kind: str, dtype: str) -> Const:
+    if kind == "prod":
+        return Const(1.0 if dtype.startswith(("float", "bfloat")) else 1, dtype)
     if kind == "sum":
         return Const(0.0 if dtype.startswith(("float", "bfloat")) else 0, dtype)
     if dtype.startswith(("float", "bfloat")):
@@ -46,7 +48,7 @@ def identity(kind: str, dtype: str) -> Const:
 
 
 def combine(kind: str, acc: Expr, value: Expr, dims) -> Expr:
-    op = {"sum": "+", "max": "max", "min": "min"}[kind]
+    op = {"sum": "+", "prod": "*", "max": "max", "min": "min"}[kind]
     return Binary(op, acc, value, acc.dtype, dims)
 
 

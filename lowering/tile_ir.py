@@ -94,9 +94,20 @@ class Reg:
 
 @dataclass(frozen=True)
 class Reduce:
-    kind: str  # sum, max, min
+    kind: str  # sum, prod, max, min
     x: "Expr"
     axes: tuple[str, ...]
+    dtype: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Inclusive scan of `x` along one tile axis (its dims are x's)."""
+
+    kind: str  # sum, prod, max, min
+    x: "Expr"
+    axis: str
     dtype: str
     dims: tuple[str, ...]
 
@@ -116,7 +127,7 @@ class Dot:
     dims: tuple[str, ...]
 
 
-Expr = Const | Scalar | Arange | Unary | Binary | Where | Cast | Load | Reg | Reduce | Dot
+Expr = Const | Scalar | Arange | Unary | Binary | Where | Cast | Load | Reg | Reduce | Scan | Dot
 
 
 # --- statements ----------------------------------------------------------------------------

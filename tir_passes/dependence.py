@@ -39,6 +39,7 @@ class Dependence:
     buffer: str
     first: str    # "block: access" of the write
     second: str   # "block: access" of the other access
+    blocks: tuple[str, str]   # the blocks of the two accesses
 
     def __str__(self) -> str:
         return (f"loop {self.loop} carries a dependence through {self.buffer}: {self.first} and {self.second} "
@@ -140,6 +141,7 @@ def carried_dependences(stmt, loop: tirx.For, fixed=()) -> list[Dependence]:
                 continue
             if not _independent(loop, write, other, pinned):
                 reported.add(key)
-                found.append(Dependence(loop.loop_var.name, write.access.name, write.describe(), other.describe()))
+                blocks = (write.realize.block.name_hint, other.realize.block.name_hint)
+                found.append(Dependence(loop.loop_var.name, write.access.name, write.describe(), other.describe(), blocks))
     return found
 

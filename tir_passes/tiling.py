@@ -27,7 +27,8 @@ from .gpu_specs import GpuSpec, gpu_spec
 from .nest import blocks_under, loops_under, unique_name
 from .pass_util import s_tir_pass, top_level_statements
 from .storage import decide_storage
-from .tile_contract import GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, TileDecision, is_tiled, write_decision
+from .tile_contract import (GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark, TileDecision, is_tiled,
+                            write_decision)
 from .tiling_plan import KernelPlan, plan_kernel
 
 DECISIONS_KEY = "tile.decisions"
@@ -102,9 +103,11 @@ class _KernelApplier:
                                                                  outer=outer_var.name)
         return [(self._role(loop), outer), (TILE, inner)]
 
-    def dot_marks(self) -> None:
+    def block_marks(self) -> None:
         for block, (m, n, k) in self.plan.dots.items():
             self.decision.dots[block] = DotMark(self.axis_loops[m], self.axis_loops[n], self.axis_loops[k])
+        for block, (loop, form) in self.plan.scans.items():
+            self.decision.scans[block] = ScanMark(form.buffer.name, self.axis_loops[loop], form.combiner)
 
 
 def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision) -> list[str]:
@@ -116,7 +119,7 @@ def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision) -
     for chain in plan.chains:
         first = applier.apply_chain(chain)
         outermost = outermost if outermost is not None else first
-    applier.dot_marks()
+    applier.block_marks()
     kernel = KernelTile(plan.num_warps, plan.num_stages, plan.group_m if _grid_count(plan) >= 2 else None,
                         tuple(storage.registers), tuple(storage.spilled))
     if outermost is not None:

@@ -27,6 +27,7 @@ from tvm import s_tir, tirx
 
 from . import tile_sizes
 from .dependence import carried_dependences
+from .scans import ScanForm, scan_along_loop
 from .gpu_specs import GpuSpec
 from .nest import (REDUCE, SPATIAL, block_accesses, bound_iter_var, contraction_operands, loop_chain, loop_kind,
                    loops_under, perfect_nest, python_name, realizes_under, static_int, unique_name, vars_of)
@@ -53,6 +54,7 @@ class KernelPlan:
     num_stages: int = LIMITS.default_num_stages
     group_m: int | None = None
     dots: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # block -> (m, n, k) loops
+    scans: dict[str, tuple[int, ScanForm]] = field(default_factory=dict)  # block -> (scan loop, form)
     notes: list[str] = field(default_factory=list)
 
 
@@ -98,6 +100,25 @@ def blocked_loops(stmt) -> dict[int, tuple[str, ...]]:
         if found:
             carried[_key(loop)] = tuple(dict.fromkeys(d.buffer for d in found))
     return carried
+
+
+def scan_loops(stmt, carried: dict[int, tuple[str, ...]]) -> dict[int, tuple[str, ScanForm]]:
+    """Loops whose only dependences are one block's scan along them: (block name, its scan)."""
+    scans = {}
+    for loop in loops_under(stmt):
+        if _key(loop) not in carried:
+            continue
+        blocks = {b for d in carried_dependences(stmt, loop) for b in d.blocks}
+        realizes = [r for r in realizes_under(loop) if r.block.name_hint in blocks]
+        if len(realizes) == 1:
+            form = scan_along_loop(realizes[0], loop.loop_var)
+            if form is not None and carried[_key(loop)] == (form.buffer.name,):
+                scans[_key(loop)] = (realizes[0].block.name_hint, form)
+    return scans
+
+
+def _loop_named(stmt, key: int) -> str:
+    return next(l.loop_var.name for l in loops_under(stmt) if _key(l) == key)
 
 
 def _dependence_notes(stmt, carried: dict[int, tuple[str, ...]]) -> list[str]:
@@ -191,7 +212,24 @@ def _plan_general(spec: GpuSpec, loops, realize, blocked, axis_name) -> KernelPl
     return plan
 
 
-def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name) -> KernelPlan:
+def _plan_scan(spec: GpuSpec, loops, realize, scan_loop, blocked, axis_name) -> KernelPlan:
+    """The scan axis is one tile (stepped by a serial loop when longer than the widest row tile);
+    the innermost other spatial loop gets a tile within what is left of the budget."""
+    plan = KernelPlan([list(loops)], num_warps=4, num_stages=2)
+    size, whole = tile_sizes.row_tile(static_int(scan_loop.extent))
+    plan.tiles[_key(scan_loop)] = TileChoice(axis_name(scan_loop), size, whole)
+    others = [l for l in loops if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked]
+    remaining = max(1, tile_sizes.spatial_budget(spec, _store_dtype(realize)) // size)
+    if others and remaining > 1:
+        plan.tiles[_key(others[-1])] = TileChoice(axis_name(others[-1]),
+                                                  tile_sizes.spatial_size(static_int(others[-1].extent), remaining), False)
+    return plan
+
+
+def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans) -> KernelPlan:
+    scan = next((l for l in loops if _key(l) in scans), None)
+    if scan is not None:
+        return _plan_scan(spec, loops, realize, scan, blocked, axis_name)
     if contraction_operands(realize.block) is not None:
         plan = _plan_contraction(spec, loops, realize, blocked, axis_name)
         if plan is not None:
@@ -337,9 +375,12 @@ def plan_kernel(spec: GpuSpec, stmt) -> KernelPlan:
     carried = blocked_loops(stmt)
     blocked = set(carried)
     nest = perfect_nest(stmt)
+    scans = scan_loops(stmt, carried) if nest is not None else {}
+    for key in scans:  # a scan's dependence stays in registers: the loop needs no sync
+        del carried[key]
     shape = fused_shape(stmt) if nest is None else None
     if nest is not None:
-        plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer())
+        plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans)
     elif shape is not None:
         plan = _plan_fused(spec, shape, blocked)
     else:
@@ -349,6 +390,9 @@ def plan_kernel(spec: GpuSpec, stmt) -> KernelPlan:
         plan.notes.append("not a perfect or fused nest: only the common outer spatial loops become program ids")
     plan.parallel = _parallel_loops(stmt, nest, shape, blocked)
     plan.carries = carried
+    plan.scans = {block: (key, form) for key, (block, form) in scans.items()}
+    plan.notes += [f"{block} is a {form.combiner} scan along loop {_loop_named(stmt, key)}"
+                   for key, (block, form) in scans.items()]
     plan.notes += _dependence_notes(stmt, carried)
     _mark_dots(stmt, plan)
     return plan

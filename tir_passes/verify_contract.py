@@ -143,14 +143,19 @@ def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, oute
     return []
 
 
+def _in_registers(dependence, scans: dict[str, str]) -> bool:
+    """A scan block's dependence on its own output: the lowering carries it in registers."""
+    return dependence.blocks[0] == dependence.blocks[1] and scans.get(dependence.blocks[0]) == dependence.buffer
+
+
 def _dependence_problems(stmt, loop, tile: LoopTile | None, enclosing, tiles) -> list[str]:
     role = tile.role if tile is not None else SERIAL
+    scans = {r.block.name_hint: mark.buffer for r in realizes_under(loop.body) if (mark := scan_mark(r.block))}
     if role in (GRID, TILE):
-        scans = {scan_mark(r.block).buffer for r in realizes_under(loop.body) if scan_mark(r.block) is not None}
-        found = [d for d in carried_dependences(stmt, loop) if d.buffer not in scans or role == GRID]
+        found = [d for d in carried_dependences(stmt, loop) if role == GRID or not _in_registers(d, scans)]
         return [f"{role} loop {loop.loop_var.name}: {d}" for d in found[:1]]
     fixed = [l for l in enclosing if (t := tiles[l.loop_var.__chandle__()]) is None or t.role != TILE]
-    carried = {d.buffer for d in carried_dependences(stmt, loop, fixed)}
+    carried = {d.buffer for d in carried_dependences(stmt, loop, fixed) if not _in_registers(d, scans)}
     missing = sorted(carried - set(tile.carries if tile is not None else ()))
     if missing:
         return [f"serial loop {loop.loop_var.name} carries a dependence through {', '.join(missing)} "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, Comment, Const, Dot, Expr, Load, Loop, Reduce,
-                              Reg, Scalar, Store, TileKernel, Unary, Where)
+                              Reg, Scalar, Scan, Store, TileKernel, Unary, Where)
 
 from .source import Source
 
@@ -26,7 +26,15 @@ _INFIX = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%", "fmod": 
 _MATH = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "log2": "tl.log2", "sqrt": "tl.sqrt",
          "rsqrt": "tl.rsqrt", "abs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil", "sin": "tl.sin",
          "cos": "tl.cos", "erf": "tl.erf", "sigmoid": "tl.sigmoid"}
-_NAMED = (Load, Reduce, Dot, Where)
+_NAMED = (Load, Reduce, Scan, Dot, Where)
+_SCANS = {"sum": "tl.cumsum({x}, axis={axis})", "prod": "tl.cumprod({x}, axis={axis})",
+          "max": "tl.associative_scan({x}, {axis}, _tir_maximum)", "min": "tl.associative_scan({x}, {axis}, _tir_minimum)"}
+# combine functions that tl.reduce / tl.associative_scan take, written once into a module that uses them
+HELPERS = {
+    "_tir_maximum": "@triton.jit\ndef _tir_maximum(a, b):\n    return tl.maximum(a, b)\n",
+    "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.minimum(a, b)\n",
+    "_tir_multiply": "@triton.jit\ndef _tir_multiply(a, b):\n    return a * b\n",
+}
 
 
 def format_float(value: float) -> str:
@@ -63,6 +71,7 @@ class KernelPrinter:
         self.blocks = {d.name: d.block for d in kernel.dims}
         self.names = NameTable()
         self.scopes: list[dict] = [{}]
+        self.helpers: set[str] = set()
 
     # --- naming ------------------------------------------------------------------------
     def lookup(self, expr) -> str | None:
@@ -118,6 +127,8 @@ class KernelPrinter:
             return f"{expr.buffer}_tile"
         if isinstance(expr, Reduce):
             return f"{expr.kind}_{'_'.join(expr.axes)}"
+        if isinstance(expr, Scan):
+            return f"scan_{expr.axis}"
         if isinstance(expr, Dot):
             return "dot"
         if isinstance(expr, Binary) and expr.op in ("<", "and", ">=", "<=", ">", "==", "!="):
@@ -224,8 +235,17 @@ class KernelPrinter:
     def _render_reduce(self, expr: Reduce) -> str:
         text, dims = self.name_of(expr.x), list(expr.x.dims)
         for axis in sorted((dims.index(a) for a in expr.axes), reverse=True):
-            text = f"tl.{expr.kind}({text}, axis={axis})"
+            if expr.kind == "prod":
+                self.helpers.add("_tir_multiply")
+                text = f"tl.reduce({text}, {axis}, _tir_multiply)"
+            else:
+                text = f"tl.{expr.kind}({text}, axis={axis})"
         return text
+
+    def _render_scan(self, expr: Scan) -> str:
+        template = _SCANS[expr.kind]
+        self.helpers.update(name for name in HELPERS if name in template)
+        return template.format(x=self.name_of(expr.x), axis=list(expr.x.dims).index(expr.axis))
 
     def _render_dot(self, expr: Dot) -> str:
         a, b = self.name_of(expr.a), self.name_of(expr.b)
@@ -343,7 +363,8 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
         src.line(f"{axes[0].var} = {remaining}")
 
 
-def emit_kernel(kernel: TileKernel, src: Source) -> None:
+def emit_kernel(kernel: TileKernel, src: Source) -> set[str]:
+    """Write the kernel; returns the names of the HELPERS it calls."""
     src.line("@triton.jit")
     with src.block(f"def {kernel.name}({', '.join(kernel_parameters(kernel))}):"):
         if kernel.source_blocks:
@@ -360,3 +381,4 @@ def emit_kernel(kernel: TileKernel, src: Source) -> None:
                     printer.bind(dim.tail, f"mask_{dim.name}")
         for stmt in kernel.body:
             printer.statement(stmt)
+    return printer.helpers

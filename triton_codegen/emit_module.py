@@ -15,7 +15,7 @@ from lowering.tile_ir import Binary, Const, Expr, Scalar, TileKernel, TileProgra
 
 from . import runtime_support
 from .configs import config_space
-from .emit_kernel import emit_kernel
+from .emit_kernel import HELPERS, emit_kernel
 from .source import Source
 
 VERSION = "0.1.0"
@@ -104,10 +104,16 @@ def emit_module(program: TileProgram) -> str:
     src.lines(runtime_support_text())
     src.line()
     src.lines(_params_literal(program))
+    kernels, helpers = Source(), set()
     for kernel in program.kernels:
+        kernels.line()
+        kernels.line()
+        helpers |= emit_kernel(kernel, kernels)
+    for name in sorted(helpers):
         src.line()
         src.line()
-        emit_kernel(kernel, src)
+        src.lines(HELPERS[name])
+    src.lines(kernels.text())
     src.line()
     src.line()
     configs = {k.name: config_space(k) for k in program.kernels}
