@@ -6,6 +6,11 @@ kept as pairs of the TIR condition and its tile form. An access takes the condit
 tile axes only, so loading A[i, k] in a block over (i, j, k) stays an (i, k) tile; the arithmetic
 analyzer must then prove the indices in bounds under the chosen conditions, otherwise the access
 takes all of them (correct, only broader).
+
+An index read from memory (a gather: `table[ids[i], j]`) that the conditions do not prove in
+bounds gets a range guard `0 <= index < extent` in its mask, so an out-of-range index reads zero
+and a store through one is dropped; one that only a `T.assume` fact proves is left unchecked, as
+TVM leaves it. Both are recorded as RangeChecks, which a debug build asserts instead.
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ from dataclasses import dataclass
 
 from tvm import sym, tirx
 
+from tir_passes.assumptions import Assumptions, reads_memory
+from tir_passes.path_conditions import proven
+
 from .exprs import fold_binary
-from .tile_ir import Cast, Const, Expr, Scalar
+from .tile_ir import Cast, Const, Expr, RangeCheck, Scalar
 
 INT32_LIMIT = 2**31 - 1
 
@@ -56,37 +64,40 @@ def offset_expr(indices: list[Expr], buffer: str, wide: bool, merge_dims) -> Exp
     return total if total is not None else Const(0, "int32")
 
 
-def choose_conditions(conditions: list[Condition], access_dims: tuple[str, ...], indices_tir, shape,
-                      analyzer: sym.Analyzer) -> list[Condition]:
-    """The conditions over the access's own axes, if they prove it in bounds; else all of them."""
+@dataclass(frozen=True)
+class AccessMask:
+    conditions: list[Condition]     # the mask's conjuncts (range guards included)
+    checks: tuple[RangeCheck, ...]  # the run-time range checks on indices read from memory
+
+
+def plan_mask(access: str, conditions: list[Condition], access_dims: tuple[str, ...], indices_tir, shape,
+              analyzer: sym.Analyzer, func, lower_condition) -> AccessMask:
+    """The conditions over the access's own axes if they prove its plain indices in bounds, else
+    all of them; then, for each index read from memory that they do not prove in bounds, a range
+    guard in the mask, or, when only a `T.assume` fact proves it, an assumed check."""
+    loaded = [dim for dim, index in enumerate(indices_tir) if reads_memory(index)]
+    plain = [_in_bounds(indices_tir[dim], shape[dim]) for dim in range(len(indices_tir)) if dim not in loaded]
     own = [c for c in conditions if set(c.dims) <= set(access_dims)]
-    if _proven_in_bounds(analyzer, own, indices_tir, shape):
-        return own
-    return list(conditions)
+    chosen = own if all(proven(analyzer, claim, [c.tir for c in own]) for claim in plain) else list(conditions)
+    checks: list[RangeCheck] = []
+    for dim in loaded:
+        index, extent = indices_tir[dim], shape[dim]
+        claim, known = _in_bounds(index, extent), [c.tir for c in chosen]
+        if proven(analyzer, claim, known):
+            continue
+        message = f"{access}: index {index} of dimension {dim} is outside [0, {extent})"
+        facts = [fact for premise, fact in Assumptions.of(func).about(index) if proven(analyzer, premise, known)]
+        if facts and proven(analyzer, claim, known + facts):
+            checks.append(RangeCheck(lower_condition(claim), message, assumed=True))
+            continue
+        guard = Condition(claim, lower_condition(claim))
+        chosen.append(guard)
+        checks.append(RangeCheck(guard.tile, message, assumed=False))
+    return AccessMask(chosen, tuple(checks))
 
 
-def _proven_in_bounds(analyzer: sym.Analyzer, conditions, indices_tir, shape) -> bool:
-    with _scopes(analyzer, [c.tir for c in conditions]):
-        return all(analyzer.can_prove(tirx.all(i >= 0, i < n)) for i, n in zip(indices_tir, shape))
-
-
-class _scopes:
-    """Enter one analyzer constraint scope per condition."""
-
-    def __init__(self, analyzer, conditions):
-        self.analyzer, self.conditions, self.entered = analyzer, conditions, []
-
-    def __enter__(self):
-        for cond in self.conditions:
-            scope = self.analyzer.constraint_scope(cond)
-            scope.__enter__()
-            self.entered.append(scope)
-        return self
-
-    def __exit__(self, *exc):
-        for scope in reversed(self.entered):
-            scope.__exit__(*exc)
-        return False
+def _in_bounds(index, extent):
+    return tirx.all(index >= 0, index < extent)
 
 
 def conjuncts(expr) -> list:

@@ -17,13 +17,14 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from tir_passes.assumptions import is_assumption
 from tir_passes.errors import UnsupportedConstructError
 from tir_passes.nest import python_name
 from tir_passes.pass_util import root_block, source_line, top_level_statements
 from tir_passes.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile, scan_mark
 
 from . import reductions
-from .accesses import Condition, choose_conditions, conjuncts, needs_int64, offset_expr
+from .accesses import AccessMask, Condition, conjuncts, needs_int64, offset_expr, plan_mask
 from .exprs import check_dtype, fold_binary, lower_expr
 from .kernel_scope import KernelScope, build_scope
 from .scans import ScanState
@@ -286,6 +287,8 @@ class KernelLowering:
             self.lower_body(stmt.then_case, guards + (stmt.condition,))
             if stmt.else_case is not None:
                 self.lower_body(stmt.else_case, guards + (tirx.Not(stmt.condition),))
+        elif is_assumption(stmt):
+            pass  # a fact for the bounds proofs (accesses.py), no run-time effect
         elif isinstance(stmt, s_tir.SBlockRealize):
             raise UnsupportedConstructError(f"{self.location}: nested blocks are not supported")
         else:
@@ -326,9 +329,11 @@ class KernelLowering:
     def indices(self, indices, guards) -> list[Expr]:
         return [lower_expr(self, i, guards) for i in indices]
 
-    def access_conditions(self, buf, indices_tir, dims, guards) -> list[Condition]:
+    def access_conditions(self, buf, indices_tir, dims, guards) -> AccessMask:
         conditions = self.conditions + [Condition(g, lower_expr(self, g)) for g in guards]
-        return choose_conditions(conditions, dims, indices_tir, buf.shape, self.scope.analyzer)
+        access = f"{self.location}: {buf.name}[{', '.join(map(str, indices_tir))}]"
+        return plan_mask(access, conditions, dims, indices_tir, buf.shape, self.scope.analyzer, self.func,
+                         lambda cond: lower_expr(self, cond, guards))
 
     def load(self, load: tvm.ir.TensorLoad, guards: tuple) -> Expr:
         buf = load.source
@@ -347,10 +352,10 @@ class KernelLowering:
         dims = self.merge_dims(*(i.dims for i in indices))
         offset = offset_expr(indices, buf.name, needs_int64(buf), self.merge_dims)
         chosen = self.access_conditions(buf, list(load.indices), dims, guards)
-        mask = tuple(c.tile for c in chosen)
+        mask = tuple(c.tile for c in chosen.conditions)
         dims = self.merge_dims(dims, *(m.dims for m in mask))
         offset = self._broadcast_offset(offset, dims)
-        return Load(buf.name, offset, mask, str(buf.dtype), dims)
+        return Load(buf.name, offset, mask, str(buf.dtype), dims, chosen.checks)
 
     def _broadcast_offset(self, offset: Expr, dims: tuple[str, ...]) -> Expr:
         missing = tuple(d for d in dims if d not in offset.dims)
@@ -383,9 +388,9 @@ class KernelLowering:
         self._use_buffer(buf.name)
         offset = offset_expr(indices, buf.name, needs_int64(buf), self.merge_dims)
         chosen = self.access_conditions(buf, list(store.indices), dims, guards)
-        outside = [c for c in chosen if not set(c.dims) <= set(dims)]
+        outside = [c for c in chosen.conditions if not set(c.dims) <= set(dims)]
         if outside:
             raise UnsupportedConstructError(f"{self.location}: the store to {buf.name} is guarded by `{outside[0].tir}`, "
                                             "which varies along axes its index does not")
-        self.emit(Store(buf.name, offset, value, tuple(c.tile for c in chosen)))
+        self.emit(Store(buf.name, offset, value, tuple(c.tile for c in chosen.conditions), chosen.checks))
         self.pending_sync = self.pending_sync or buf.name in self.record.spilled

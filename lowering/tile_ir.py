@@ -75,12 +75,24 @@ class Cast:
 
 
 @dataclass(frozen=True)
+class RangeCheck:
+    """`0 <= index < extent` for an index read from memory. Unless `assumed` (proven only by a
+    `T.assume`, so unchecked) it is also one of the access's mask conjuncts: an index out of
+    range reads zero, a store through one is dropped. A debug build asserts it instead."""
+
+    cond: "Expr"
+    message: str  # the access, its TVMScript line and the range, for the assertion
+    assumed: bool
+
+
+@dataclass(frozen=True)
 class Load:
     buffer: str
     offset: "Expr"
     mask: tuple["Expr", ...]  # conjuncts; empty means unmasked
     dtype: str
     dims: tuple[str, ...]
+    checks: tuple[RangeCheck, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,7 @@ class Store:
     offset: Expr
     value: Expr
     mask: tuple[Expr, ...]
+    checks: tuple[RangeCheck, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -218,6 +231,7 @@ class TileKernel:
     num_stages: int
     body: tuple[Stmt, ...]
     int64_buffers: tuple[str, ...] = ()
+    debug: bool = False  # assert the range checks of loads and stores (tl.device_assert)
 
     @property
     def block_sizes(self) -> dict[str, int]:

@@ -13,6 +13,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .assumptions import is_assumption
 from .errors import UnsupportedConstructError
 
 # small odd sizes for symbolic shape variables, taken in parameter order
@@ -124,7 +125,71 @@ def static_shape(buf) -> tuple[int, ...]:
 def make_inputs(func: tirx.PrimFunc, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random contents for every buffer parameter (outputs too: some accumulate)."""
     rng = np.random.default_rng(seed)
-    return {buf.name: random_array(static_shape(buf), str(buf.dtype), rng) for buf in buffer_params(func)}
+    arrays = {buf.name: random_array(static_shape(buf), str(buf.dtype), rng) for buf in buffer_params(func)}
+    return arrays | index_data(func, rng)
+
+
+def index_data(func: tirx.PrimFunc, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Contents for the integer buffer parameters used directly as an index of another buffer
+    (`table[ids[i], j]`), drawn inside the range they index: TVM's llvm build does not check an
+    index, so random ones would read outside the table (garbage, or a crash)."""
+    ranges = index_ranges(func)
+    arrays = {}
+    for buf in buffer_params(func):
+        low, high = ranges.get(buf.name, (0, 0))
+        if low < high:
+            arrays[buf.name] = rng.integers(low, high, static_shape(buf)).astype(str(buf.dtype))
+    return arrays
+
+
+def index_ranges(func: tirx.PrimFunc) -> dict[str, tuple[int, int]]:
+    """Buffer parameter -> [low, high): inside every dimension it directly indexes (a cast
+    aside), and inside simple `T.assume` bounds on its values (`T.assume(ids[i] < 10)`)."""
+    integral = {buf.name for buf in buffer_params(func) if str(buf.dtype).startswith(("int", "uint"))}
+    ranges: dict[str, tuple[int, int]] = {}
+
+    def narrow(name: str, low: int | None, high: int | None) -> None:
+        old_low, old_high = ranges.get(name, (low, high))
+        ranges[name] = (old_low if low is None else max(low, old_low), old_high if high is None else min(high, old_high))
+
+    def access(node) -> None:
+        buf = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+        for index, extent in zip(node.indices, buf.shape):
+            index = index.value if isinstance(index, tirx.Cast) else index
+            if isinstance(index, tvm.ir.TensorLoad) and index.source.name in integral and isinstance(extent, tirx.IntImm):
+                narrow(index.source.name, 0, int(extent.value))
+
+    tvm_ffi.structural_walk(func.body, [((tirx.BufferStore, tvm.ir.TensorLoad), access)])
+    for fact in _assumed_conditions(func):
+        for name, low, high in _value_bounds(fact):
+            if name in ranges:
+                narrow(name, low, high)
+    return ranges
+
+
+def _assumed_conditions(func: tirx.PrimFunc) -> list:
+    statements: list = []
+    tvm_ffi.structural_walk(func.body, (tirx.Evaluate, statements.append))
+    return [stmt.value.args[0] for stmt in statements if is_assumption(stmt)]
+
+
+_MIRRORED = {tirx.LT: tirx.GT, tirx.LE: tirx.GE, tirx.GT: tirx.LT, tirx.GE: tirx.LE}
+
+
+def _value_bounds(fact) -> list[tuple[str, int | None, int | None]]:
+    """(buffer, low, high) for each conjunct `load < c`, `c <= load`, ... of `fact` (None: no bound)."""
+    if isinstance(fact, tirx.And):
+        return _value_bounds(fact.a) + _value_bounds(fact.b)
+    if type(fact) not in _MIRRORED:
+        return []
+    load, bound, op = fact.a, fact.b, type(fact)
+    if isinstance(bound, tvm.ir.TensorLoad):  # `c < load` reads as `load > c`
+        load, bound, op = bound, load, _MIRRORED[op]
+    if not (isinstance(load, tvm.ir.TensorLoad) and isinstance(bound, tirx.IntImm)):
+        return []
+    c = int(bound.value)
+    low, high = {tirx.LT: (None, c), tirx.LE: (None, c + 1), tirx.GT: (c + 1, None), tirx.GE: (c, None)}[op]
+    return [(load.source.name, low, high)]
 
 
 def negative_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -222,7 +287,8 @@ class ReferenceRun:
     def of(cls, func: tirx.PrimFunc, seed: int = 0, sizes: dict[str, int] | None = None) -> "ReferenceRun":
         concrete = specialize_shapes(func, sizes)
         first = make_inputs(concrete, seed)
-        datasets = [first, negative_inputs(first)]
+        # index data stays in range in both sets (made negative, it would index outside)
+        datasets = [first, negative_inputs(first) | {name: first[name] for name in index_ranges(concrete)}]
         scalars = scalar_arguments(func, sizes)
         call_scalars = _scalars_for(concrete, scalars)
         entry = build_llvm(concrete)

@@ -4,22 +4,28 @@
 - round_trip: `script()` parses back to a structurally equal module.
 - purity: a pass did not mutate its input (structural hash before and after).
 - bounds: every BufferLoad/BufferStore index is proven inside the buffer's shape by the
-  arithmetic analyzer, under the enclosing loop ranges, block bindings, block predicates and
-  `if` conditions (symbolic shapes included). Unproven accesses are reported with their block,
-  the access as TVMScript and its line in the stage's script.
+  arithmetic analyzer, under the enclosing loop ranges, block bindings, block predicates, `if`
+  conditions and `T.if_then_else` branches (path_conditions.py), and `T.assume` facts about
+  loaded data (assumptions.py); symbolic shapes included. Unproven accesses are reported with
+  their block, the access as TVMScript and its line in the stage's script, except an index that
+  depends on loaded data (a gather such as `table[ids[i], j]`): that one is "guarded", not a
+  problem, because the lowering checks it at run time.
 - numerics: the stage, built with `llvm`, computes what the input computed (numerics.py).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 
+from .assumptions import Assumptions, reads_memory
 from .errors import first_line
 from .numerics import ReferenceRun, stage_results
+from .path_conditions import proven
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,34 @@ class BoundsProblem:
                     f"(below {self.extent}) under the loop ranges and the block predicate")
         return (f"{where}block '{self.block}': {self.access}: index {self.index} of dimension "
                 f"{self.dimension} is not proven within [0, {self.extent})")
+
+
+@dataclass(frozen=True)
+class GuardedAccess:
+    """An index that depends on loaded data and is not proven in bounds: not a failure, the
+    lowering checks it at run time (an index out of range reads zero; a store is dropped)."""
+
+    block: str
+    access: str
+    dimension: int
+    index: str
+    extent: str
+    line: int | None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line else ""
+        return (f"{where}block '{self.block}': {self.access}: index {self.index} of dimension {self.dimension} "
+                f"depends on loaded data and is not proven within [0, {self.extent}): guarded at run time")
+
+
+@dataclass(frozen=True)
+class BoundsReport:
+    problems: tuple[BoundsProblem, ...]
+    guarded: tuple[GuardedAccess, ...]
+    proven: tuple[str, ...]  # accesses (as TVMScript) proven in bounds in every dimension
+
+    def __add__(self, other: "BoundsReport") -> "BoundsReport":
+        return BoundsReport(self.problems + other.problems, self.guarded + other.guarded, self.proven + other.proven)
 
 
 def check_well_formed(mod: tvm.IRModule) -> list[str]:
@@ -75,26 +109,49 @@ def check_purity(input_mod: tvm.IRModule, fingerprint_before: int) -> list[str]:
 
 
 def check_bounds(mod: tvm.IRModule) -> list[str]:
-    problems: list[str] = []
-    for gvar, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
+    """The bounds problems of every PrimFunc (guarded accesses are not problems)."""
+    return [str(p) for p in bounds_report(mod).problems]
+
+
+def guarded_accesses(mod: tvm.IRModule) -> list[str]:
+    """Accesses whose data-dependent index the lowering guards at run time, one line each."""
+    return [str(g) for g in bounds_report(mod).guarded]
+
+
+def bounds_report(mod: tvm.IRModule) -> BoundsReport:
+    report = BoundsReport((), (), ())
+    for _gvar, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
         if isinstance(func, tirx.PrimFunc):
-            script = func.script()
-            problems += [str(p) for p in unproven_accesses(func, script)]
-    return problems
+            report = report + func_bounds_report(func)
+    return report
+
+
+def func_bounds_report(func: tirx.PrimFunc, script: str | None = None) -> BoundsReport:
+    walker = _BoundsWalker(func, script or func.script())
+    walker.visit(func.body)
+    return BoundsReport(tuple(walker.problems), tuple(walker.guarded), tuple(walker.proven))
 
 
 def unproven_accesses(func: tirx.PrimFunc, script: str | None = None) -> list[BoundsProblem]:
-    """Every buffer access whose indices the analyzer cannot prove in bounds."""
-    walker = _BoundsWalker(script or func.script())
-    walker.visit(func.body)
-    return walker.problems
+    """Every buffer access whose indices the analyzer cannot prove in bounds (guarded ones aside)."""
+    return list(func_bounds_report(func, script).problems)
 
 
 class _BoundsWalker:
-    def __init__(self, script: str):
+    """Walks one PrimFunc; the analyzer knows the loop ranges and block domains on the way, and
+    `path` holds the conditions under which the current statement or expression executes:
+    enclosing block predicates, `if` conditions, `T.if_then_else` branches. `T.Select` evaluates
+    both of its values whatever the condition (TVM's semantics), so loads in it must be in bounds
+    unconditionally: the walk passes through it without a condition."""
+
+    def __init__(self, func: tirx.PrimFunc, script: str):
         self.analyzer = sym.Analyzer()
+        self.assumptions = Assumptions.of(func)
         self.script_lines = script.splitlines()
+        self.path: list = []
         self.problems: list[BoundsProblem] = []
+        self.guarded: list[GuardedAccess] = []
+        self.proven: list[str] = []
         self.block = "root"
 
     def visit(self, node) -> None:
@@ -107,6 +164,14 @@ class _BoundsWalker:
             (tvm.ir.Call, self._call),
         ])
 
+    @contextmanager
+    def _assuming(self, condition):
+        self.path.append(condition)
+        try:
+            yield
+        finally:
+            self.path.pop()
+
     def _for(self, loop, visitor) -> None:
         self.analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
         visitor.default_visit(loop)
@@ -116,38 +181,41 @@ class _BoundsWalker:
         ranges and the predicate), then the body's accesses are in bounds over those domains."""
         block = realize.block
         outer, self.block = self.block, block.name_hint
-        with self.analyzer.constraint_scope(realize.predicate):
+        with self._assuming(realize.predicate):
             for iv, value in zip(block.iter_vars, realize.iter_values):
                 self._check_binding(iv, value)
-        for iv in block.iter_vars:
-            self.analyzer.bind(iv.var, iv.dom)
-        if block.init is not None:
-            self.visit(block.init)
-        self.visit(block.body)
+            for iv in block.iter_vars:
+                self.analyzer.bind(iv.var, iv.dom)
+            if block.init is not None:
+                self.visit(block.init)
+            self.visit(block.body)
         self.block = outer
 
     def _check_binding(self, iv, value) -> None:
         low, extent = iv.dom.min, iv.dom.extent
-        if self.analyzer.can_prove(tirx.all(value >= low, value < low + extent)):
+        if proven(self.analyzer, tirx.all(value >= low, value < low + extent), self.path):
             return
         self.problems.append(BoundsProblem(self.block, f"binding {iv.var.name} = {value}", 0, str(value),
                                            str(low + extent), self._line_of(f"{iv.var.name} = ")))
 
     def _if(self, stmt, visitor) -> None:
         self.visit(stmt.condition)
-        with self.analyzer.constraint_scope(stmt.condition):
+        with self._assuming(stmt.condition):
             self.visit(stmt.then_case)
         if stmt.else_case is not None:
-            with self.analyzer.constraint_scope(tirx.Not(stmt.condition)):
+            with self._assuming(tirx.Not(stmt.condition)):
                 self.visit(stmt.else_case)
 
     def _call(self, call, visitor) -> None:
-        if isinstance(call.op, tvm.ir.Op) and call.op.name.endswith("if_then_else"):
+        name = call.op.name if isinstance(call.op, tvm.ir.Op) else ""
+        if name == "tirx.assume":
+            return  # a stated fact: its loads never execute
+        if name.endswith("if_then_else"):
             cond, then_value, else_value = call.args
             self.visit(cond)
-            with self.analyzer.constraint_scope(cond):
+            with self._assuming(cond):
                 self.visit(then_value)
-            with self.analyzer.constraint_scope(tirx.Not(cond)):
+            with self._assuming(tirx.Not(cond)):
                 self.visit(else_value)
             return
         visitor.default_visit(call)
@@ -161,12 +229,37 @@ class _BoundsWalker:
         visitor.default_visit(load)
 
     def _check(self, buf, indices, access: str) -> None:
+        all_proven = True
         for dim, (index, extent) in enumerate(zip(indices, buf.shape)):
-            if index.ty.dtype.startswith("int") and getattr(index.ty, "lanes", 1) in (1, None):
-                if self.analyzer.can_prove(tirx.all(index >= 0, index < extent)):
-                    continue
-                self.problems.append(BoundsProblem(self.block, access, dim, str(index), str(extent),
-                                                   self._line_of(access.split(" = ")[0])))
+            if not (index.ty.dtype.startswith("int") and getattr(index.ty, "lanes", 1) in (1, None)):
+                continue
+            if self._in_bounds(index, extent):
+                continue
+            all_proven = False
+            found = (self.block, access, dim, str(index), str(extent), self._line_of(access.split(" = ")[0]))
+            if reads_memory(index):
+                self.guarded.append(GuardedAccess(*found))
+            else:
+                self.problems.append(BoundsProblem(*found))
+        if all_proven:
+            self.proven.append(access)
+
+    def _in_bounds(self, index, extent) -> bool:
+        claim = tirx.all(index >= 0, index < extent)
+        if self._proven(claim, self.path):
+            return True
+        return reads_memory(index) and self._proven(claim, self.path + self._facts_about(index))
+
+    def _proven(self, claim, conditions) -> bool:
+        """Over the block domains; failing that, with block variables replaced by their
+        bindings (where a predicate on the loop variables is what keeps the access in bounds)."""
+        if proven(self.analyzer, claim, conditions):
+            return True
+        in_loop_terms = self.assumptions.in_loop_terms
+        return proven(self.analyzer, in_loop_terms(claim), [in_loop_terms(c) for c in conditions])
+
+    def _facts_about(self, index) -> list:
+        return [claim for premise, claim in self.assumptions.about(index) if proven(self.analyzer, premise, self.path)]
 
     def _line_of(self, text: str) -> int | None:
         for number, line in enumerate(self.script_lines, start=1):

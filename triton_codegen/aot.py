@@ -87,7 +87,8 @@ class _Worker:
 def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str, int], arch: int) -> AotResult:
     signature, constexprs = kernel_signature(kernel, config)
     request = {"path": module_file, "kernel": kernel.name, "signature": signature, "constexprs": constexprs,
-               "options": {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}, "arch": arch}
+               "options": {"num_warps": config["num_warps"], "num_stages": config["num_stages"], "debug": kernel.debug},
+               "arch": arch}
     if triton_library_interpreted():
         reply = _Worker.ask(request)
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+from dataclasses import replace
 
 import torch
 import tvm_ffi
@@ -108,8 +109,14 @@ def structural_hash_hex(func) -> str:
 
 
 def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | None = None, verify: bool = True,
-            gpu: str = "H200", passes=None, disable=(), allow_tf32: bool = False) -> TritonKernel:  # noqa: A001
-    """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) to a Triton module."""
+            gpu: str = "H200", passes=None, disable=(), allow_tf32: bool = False,
+            debug: bool = False) -> TritonKernel:  # noqa: A001
+    """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) to a Triton module.
+
+    debug: an index read from memory that is out of range fails a device assertion naming the
+    access and its TVMScript line (also where a `T.assume` claimed it in range), instead of
+    reading zero or dropping the store. Triton's interpreter ignores device assertions: this
+    acts on a GPU."""
     mod = as_module(func_or_module, func_name)
     name = str(mod["main"].attrs["global_symbol"])
     check_supported(mod["main"], name)
@@ -117,6 +124,8 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     result = run_pipeline(mod, pipeline, dump_dir=dump_dir, checks=CHECKS if verify else (), disable=disable)
     applied = tuple(s.name for s in result.stages)
     program = lower_program(result.module["main"], name, structural_hash_hex(mod["main"]), applied, allow_tf32)
+    if debug:
+        program = replace(program, kernels=tuple(replace(k, debug=True) for k in program.kernels))
     source = emit_module(program)
     builtins.compile(source, f"<tir-triton {name}>", "exec")  # catches indentation bugs at once
     if dump_dir:

@@ -224,9 +224,21 @@ class KernelPrinter:
             text = f"tl.where({scalar}, {text}, False)"
         return text
 
+    def checked_mask_text(self, mask, checks, dims) -> str | None:
+        """The mask; in a debug build, range checks are asserted (where the rest of the mask
+        holds) instead of masking."""
+        if not (self.kernel.debug and checks):
+            return self.mask_text(mask, dims)
+        guards = [check.cond for check in checks if not check.assumed]
+        rest = self.mask_text(tuple(m for m in mask if m not in guards), dims)
+        for check in checks:
+            where = f", mask={rest}" if rest else ""
+            self.src.line(f"tl.device_assert({self.render(check.cond, dims)}, {check.message!r}{where})")
+        return rest
+
     def _render_load(self, expr: Load) -> str:
         pointer = f"{expr.buffer}_ptr + {self.render(expr.offset, expr.dims)}"
-        mask = self.mask_text(expr.mask, expr.dims)
+        mask = self.checked_mask_text(expr.mask, expr.checks, expr.dims)
         if mask is None:
             return f"tl.load({pointer})"
         other = "0.0" if expr.dtype.startswith(("float", "bfloat")) else ("False" if expr.dtype == "bool" else "0")
@@ -290,7 +302,7 @@ class KernelPrinter:
         dims = stmt.offset.dims
         pointer = f"{stmt.buffer}_ptr + {self.render(stmt.offset, dims)}"
         value = self.render(stmt.value, dims)
-        mask = self.mask_text(stmt.mask, dims)
+        mask = self.checked_mask_text(stmt.mask, stmt.checks, dims)
         self.src.line(f"tl.store({pointer}, {value}" + (f", mask={mask})" if mask else ")"))
         self.forget(lambda key: _reads_buffer(key, stmt.buffer))
 
@@ -365,7 +377,7 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
 
 def emit_kernel(kernel: TileKernel, src: Source) -> set[str]:
     """Write the kernel; returns the names of the HELPERS it calls."""
-    src.line("@triton.jit")
+    src.line("@triton.jit(debug=True)" if kernel.debug else "@triton.jit")  # debug: device_assert is live
     with src.block(f"def {kernel.name}({', '.join(kernel_parameters(kernel))}):"):
         if kernel.source_blocks:
             src.line(f"# TIR blocks: {', '.join(kernel.source_blocks)}")
