@@ -158,19 +158,20 @@ def test_transposed_access_gets_square_tiles_over_both_axes():
 
 
 @T.prim_func(s_tir=True)
-def running_sum(X: T.Buffer((37, 29), "float32"), Y: T.Buffer((37, 29), "float32")):
-    # written with a spatial iterator: TIR does not stop it, so Tiling must see the dependence
+def decaying_sum(X: T.Buffer((37, 29), "float32"), Y: T.Buffer((37, 29), "float32")):
+    # a linear recurrence (not a scan of one combiner), written with a spatial iterator: TIR does
+    # not stop it, so Tiling must see the dependence
     for i, j in T.grid(37, 29):
         with T.sblock("Y"):
             vi, vj = T.axis.remap("SS", [i, j])
-            Y[vi, vj] = X[vi, vj] + T.if_then_else(vj >= 1, Y[vi, vj - 1], T.float32(0))
+            Y[vi, vj] = X[vi, vj] + T.if_then_else(vj >= 1, Y[vi, vj - 1] * T.float32(0.5), T.float32(0))
 
 
 def test_loop_carrying_a_dependence_is_never_parallel():
-    """The column loop of a running sum carries a dependence through Y: it stays a serial loop
+    """The column loop of a decaying sum carries a dependence through Y: it stays a serial loop
     that names Y (the program syncs after each iteration), and only rows are parallel."""
-    plan = plan_kernel(gpu_spec("H200"), top_level_statements(running_sum)[0])
-    i, j = perfect_nest(top_level_statements(running_sum)[0])[0]
+    plan = plan_kernel(gpu_spec("H200"), top_level_statements(decaying_sum)[0])
+    i, j = perfect_nest(top_level_statements(decaying_sum)[0])[0]
     assert j.loop_var.__chandle__() not in plan.tiles and j.loop_var.__chandle__() not in plan.parallel
     assert plan.carries[j.loop_var.__chandle__()] == ("Y",)
     assert i.loop_var.__chandle__() in plan.parallel
@@ -178,8 +179,8 @@ def test_loop_carrying_a_dependence_is_never_parallel():
 
 
 def test_parallelizing_a_carried_dependence_is_impossible():
-    """Whatever shape the running sum comes in, the compiled kernel computes it in order."""
-    kernel = compile_and_check(running_sum, aot=True)
+    """The recurrence is computed in order: one program per row tile, a sync per column."""
+    kernel = compile_and_check(decaying_sum, aot=True)
     assert "tl.debug_barrier()" in kernel.source
 
 

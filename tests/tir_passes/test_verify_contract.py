@@ -41,6 +41,14 @@ def running_sum(X: T.Buffer((37, 29), "float32"), Y: T.Buffer((37, 29), "float32
 
 
 @T.prim_func(s_tir=True)
+def decaying_sum(X: T.Buffer((37, 29), "float32"), Y: T.Buffer((37, 29), "float32")):
+    for i, j in T.grid(37, 29):
+        with T.sblock("Y"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            Y[vi, vj] = X[vi, vj] + T.if_then_else(vj >= 1, Y[vi, vj - 1] * T.float32(0.5), T.float32(0))
+
+
+@T.prim_func(s_tir=True)
 def row_normalize(A: T.Buffer((37, 45), "float32"), B: T.Buffer((37, 45), "float32")):
     total = T.sblock_alloc_buffer((37,), "float32")
     for i in range(37):
@@ -82,7 +90,8 @@ def _edit_block(mod, name: str, key: str, value):
     return tvm.IRModule({"main": func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, rewrite)))})
 
 
-@pytest.mark.parametrize("func", [scaled, matmul, running_sum, row_normalize], ids=lambda f: f.attrs["global_symbol"])
+@pytest.mark.parametrize("func", [scaled, matmul, running_sum, decaying_sum, row_normalize],
+                         ids=lambda f: f.attrs["global_symbol"])
 def test_what_tiling_writes_passes(func):
     assert check_contract(_module(func)) == []
 
@@ -125,14 +134,15 @@ def test_dot_mark_on_a_block_that_is_no_contraction_is_caught():
     assert any("not a contraction" in p for p in check_contract(mutant))
 
 
-def test_parallel_loop_that_carries_a_dependence_is_caught():
-    """Marking the running sum's column loop as a program id would run it out of order."""
-    mutant = _edit_loop(_module(running_sum), "j", LOOP_KEY, lambda t: {"role": "grid"})
+@pytest.mark.parametrize("func", [running_sum, decaying_sum], ids=lambda f: f.attrs["global_symbol"])
+def test_parallel_loop_that_carries_a_dependence_is_caught(func):
+    """Marking the column loop as a program id would run it out of order (even for a scan)."""
+    mutant = _edit_loop(_module(func), "j", LOOP_KEY, lambda t: {"role": "grid"})
     assert any("grid loop j" in p and "carries a dependence through Y" in p for p in check_contract(mutant))
 
 
 def test_serial_loop_that_forgets_its_sync_is_caught():
-    mutant = _edit_loop(_module(running_sum), "j", LOOP_KEY, lambda t: {"role": "serial"})
+    mutant = _edit_loop(_module(decaying_sum), "j", LOOP_KEY, lambda t: {"role": "serial"})
     assert any("does not name (the program would not sync)" in p for p in check_contract(mutant))
 
 
