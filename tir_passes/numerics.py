@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 import tvm
 import tvm_ffi
@@ -94,9 +95,14 @@ def _specialized_buffer(buf, bindings):
     return tirx.decl_buffer(shape, buf.dtype, buf.name, layout=None)
 
 
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of a TIR dtype; bfloat16 is ml_dtypes', which TVM's tensors accept."""
+    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+
+
 def random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
     if dtype.startswith("float") or dtype == "bfloat16":
-        return rng.standard_normal(shape).astype("float32" if dtype == "bfloat16" else dtype)
+        return rng.standard_normal(shape).astype(numpy_dtype(dtype))
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype(bool)
     if dtype.startswith("uint"):
@@ -117,8 +123,20 @@ def static_shape(buf) -> tuple[int, ...]:
 
 def make_inputs(func: tirx.PrimFunc, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random contents for every buffer parameter (outputs too: some accumulate)."""
+    _check_distinct_names(func)
     rng = np.random.default_rng(seed)
     return {buf.name: random_array(static_shape(buf), str(buf.dtype), rng) for buf in buffer_params(func)}
+
+
+def _check_distinct_names(func: tirx.PrimFunc) -> None:
+    """Data sets, kernels and launchers know parameters by name: two of one name cannot be told apart."""
+    seen: dict[str, int] = {}
+    for index, param in enumerate(func.params):
+        if param.name in seen:
+            raise UnsupportedConstructError(
+                f"parameters #{seen[param.name]} and #{index} of the PrimFunc are both named '{param.name}' "
+                "(te.placeholder's default name?); give every parameter its own name")
+        seen[param.name] = index
 
 
 def negative_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -142,7 +160,7 @@ def scalar_arguments(func: tirx.PrimFunc, concrete: tirx.PrimFunc) -> dict[str, 
         dtype = param.ty.dtype
         if param.name in bound:
             values[param.name] = bound_size(func, concrete, param)
-        elif dtype.startswith("float"):
+        elif dtype.startswith(("float", "bfloat")):
             values[param.name] = 0.75
         else:
             values[param.name] = 3
