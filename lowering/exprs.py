@@ -9,9 +9,10 @@ truncate, so a sign fix is emitted unless the analyzer proves both operands non-
 16-bit floats, as TVM's llvm build computes them (the reference):
 - bfloat16 arithmetic runs in float32 (TVM's BF16ComputeLegalize): a bfloat16 load is widened,
   every operation on it yields float32, constants keep their float32 value, and a cast to
-  bfloat16 inside an expression is a cast to float32, as that pass makes it (no rounding). The value is rounded once,
-  where it is stored (the caller casts to the buffer's dtype). So `lower_expr` returns a value in
-  its *compute dtype* (`compute_dtype`), which differs from the TIR dtype only for bfloat16.
+  bfloat16 inside an expression becomes a cast to float32, as that pass makes it (no rounding).
+  The value is rounded once, where it is stored (the caller casts to the buffer's dtype). So
+  `lower_expr` returns a value in its *compute dtype* (`compute_dtype`), which differs from the
+  TIR dtype only for bfloat16.
 - float16 arithmetic is native, rounded after every operation (LLVM promotes each half op to
   float and rounds back); the code generator computes math functions of float16 in float32 and
   rounds the result, as LLVM does.
@@ -73,7 +74,7 @@ def widen(x: Expr) -> Expr:
     return Cast(x, "float32", x.dims) if x.dtype == "bfloat16" else x
 
 
-_BINARY_OPS = {
+TIR_BINARY_OPS = {  # TIR node -> tile op of lowering/ops.py
     tirx.Add: "+", tirx.Sub: "-", tirx.Mul: "*", tirx.Min: "min", tirx.Max: "max",
     tirx.EQ: "==", tirx.NE: "!=", tirx.LT: "<", tirx.LE: "<=", tirx.GT: ">", tirx.GE: ">=",
     tirx.And: "and", tirx.Or: "or",
@@ -164,11 +165,11 @@ def _float_operands(ctx, expr, op: str, operands) -> None:
                                             "it is defined on floats only (TVM's llvm build refuses it too)")
 
 
-@rule(*_BINARY_OPS)
+@rule(*TIR_BINARY_OPS)
 def _binary(ctx, expr, guards) -> Expr:
     a, b = operand(ctx, expr.a, guards), operand(ctx, expr.b, guards)
     dtype = check_dtype(dtype_of(expr), "an operation", ctx.where())
-    return binary(ctx, _BINARY_OPS[type(expr)], a, b, compute_dtype(dtype))
+    return binary(ctx, TIR_BINARY_OPS[type(expr)], a, b, compute_dtype(dtype))
 
 
 @rule(tirx.Div, tirx.Mod)
@@ -249,7 +250,7 @@ def _call(ctx, expr, guards) -> Expr:
         op = UNARY_INTRINSICS[name]
         x = operand(ctx, expr.args[0], guards)
         _float_operands(ctx, expr, name, [x])
-        return Unary(op, x, "bool" if op == "isnan" else compute_dtype(dtype_of(expr)), x.dims)
+        return Unary(op, x, compute_dtype(dtype_of(expr)), x.dims)
     if name in BINARY_INTRINSICS and len(expr.args) == 2:
         a, b = (operand(ctx, arg, guards) for arg in expr.args)
         _float_operands(ctx, expr, name, [a, b])

@@ -98,8 +98,8 @@ BINARY_RULES = {  # one per op of lowering.ops.BINARY_OPS
     "pow": Formula('tl.where(({b} == 0.0) | ({a} == 1.0) | (({a} == -1.0) & (tl.abs({b}) == float("inf"))), 1.0, '
                    'tl.where({a} < 0.0, {negative_base}, {magnitude}))',
                    steps=(("magnitude", "tl.exp2({b} * tl.log2(tl.abs({a})))"),
-                          ("negative_base", 'tl.where(tl.floor({b}) != {b}, float("nan"), '
-                                            'tl.where(tl.floor({b} * 0.5) * 2.0 != {b}, -{magnitude}, {magnitude}))')),
+                          ("negative_base", ('tl.where(tl.floor({b}) != {b}, float("nan"), '
+                                             'tl.where(tl.floor({b} * 0.5) * 2.0 != {b}, -{magnitude}, {magnitude}))'))),
                    in_float32=True),
     "copysign": Formula("tl.where({b}.to({bits}, bitcast=True) < 0, -tl.abs({a}), tl.abs({a}))", in_float32=True),
 }
@@ -241,24 +241,26 @@ class KernelPrinter:
     def _formula(self, formula: Formula, operands: dict[str, Expr], dtype: str, dims) -> str:
         """`formula` over its operands (by field), laid out over `dims`; assigns its temporaries."""
         in_float32 = formula.in_float32 and any(x.dtype in _HALF for x in operands.values())
-        uses = formula.text + "".join(text for _, text in formula.steps)
+        reads = formula.text + "".join(text for _, text in formula.steps)
         fields = {"dtype": TL_DTYPES[dtype], "bits": _SAME_WIDTH_INT.get("float32" if in_float32 else dtype)}
         for field_name, x in operands.items():
-            if isinstance(x, Const) and not x.dims:
-                text = format_const(x)
-                if f"{{{field_name}}}." in uses:  # a Python number has no methods: make it a tensor
-                    text = f"tl.full([], {text}, {TL_DTYPES['float32' if in_float32 else x.dtype]})"
-                fields[field_name] = text
-                continue
-            if in_float32:
-                x = Cast(x, "float32", x.dims)
-            if uses.count(f"{{{field_name}}}") > 1 and self.lookup(x) is None and not isinstance(x, _NAMED + (Scalar, Reg)):
-                self.bind(x, _OPERAND_NAMES[field_name])  # read more than once: computed once
-            fields[field_name] = self.render(x, dims)
+            fields[field_name] = self._operand(field_name, x, reads, in_float32, dims)
         for step_name, step in formula.steps:
             fields[step_name] = self._temporary(step_name, step.format(**fields))
         text = formula.text.format(**fields)
         return f"{text}.to({TL_DTYPES[dtype]})" if in_float32 else text
+
+    def _operand(self, field_name: str, x: Expr, reads: str, in_float32: bool, dims) -> str:
+        placeholder = f"{{{field_name}}}"
+        if isinstance(x, Const) and not x.dims:
+            if placeholder + "." in reads:  # a Python number has no methods: make it a tensor
+                return f"tl.full([], {format_const(x)}, {TL_DTYPES['float32' if in_float32 else x.dtype]})"
+            return format_const(x)
+        if in_float32:
+            x = Cast(x, "float32", x.dims)
+        if reads.count(placeholder) > 1 and self.lookup(x) is None and not isinstance(x, _NAMED + (Scalar, Reg)):
+            self.bind(x, _OPERAND_NAMES[field_name])  # read more than once: computed once
+        return self.render(x, dims)
 
     def _temporary(self, base: str, text: str) -> str:
         name = self.names.fresh(base)

@@ -32,7 +32,7 @@ def test_every_binary_op_has_one_emitter_rule_and_no_rule_is_dead():
 
 
 def test_the_lowering_produces_only_tile_ops():
-    produced = set(exprs._BINARY_OPS.values()) | set(BINARY_INTRINSICS.values()) | {"fmod", "//", "%", "/"}
+    produced = set(exprs.TIR_BINARY_OPS.values()) | set(BINARY_INTRINSICS.values()) | {"fmod", "//", "%", "/"}
     assert produced <= set(BINARY_OPS)
     assert set(UNARY_INTRINSICS.values()) | {"not", "bitnot", "floor"} <= set(UNARY_OPS)
 
@@ -93,7 +93,8 @@ def test_float_intrinsic_of_an_integer_is_refused():
 
 # --- one program per family, against TVM's llvm build ---------------------------------------
 @T.prim_func(s_tir=True)
-def float_unary(A: T.Buffer((37, 29), "float32"), O: T.Buffer((16, 37, 29), "float32")):
+def float_unary(A: T.Buffer((37, 29), "float32"), G: T.Buffer((37, 29), "float64"), O: T.Buffer((16, 37, 29), "float32"),
+                P: T.Buffer((6, 37, 29), "float64")):
     for i, j in T.grid(37, 29):
         with T.sblock("O"):
             vi, vj = T.axis.remap("SS", [i, j])
@@ -113,6 +114,12 @@ def float_unary(A: T.Buffer((37, 29), "float32"), O: T.Buffer((16, 37, 29), "flo
             O[13, vi, vj] = T.sigmoid(A[vi, vj] * T.float32(2))
             O[14, vi, vj] = T.erf(A[vi, vj])
             O[15, vi, vj] = T.abs(A[vi, vj])
+            P[0, vi, vj] = T.exp(G[vi, vj])
+            P[1, vi, vj] = T.log1p(G[vi, vj] * T.float64(1e-9)) * T.float64(1e9)
+            P[2, vi, vj] = T.erf(G[vi, vj])
+            P[3, vi, vj] = T.tanh(G[vi, vj])
+            P[4, vi, vj] = T.sigmoid(G[vi, vj])
+            P[5, vi, vj] = T.pow(T.fabs(G[vi, vj]) + T.float64(0.1), G[vi, vj]) + T.sqrt(T.fabs(G[vi, vj]))
 
 
 @T.prim_func(s_tir=True)
@@ -183,7 +190,7 @@ def nan_and_inf(A: T.Buffer((203,), "float32"), N: T.Buffer((203,), "bool"), I: 
             N[vi] = T.isnan(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))
             I[vi] = T.isinf(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))
             F[vi] = T.isfinite(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))
-            O[vi] = T.Select(T.isfinite(T.log(A[vi]) + T.exp(A[vi] * T.float32(100))), A[vi], T.float32(-1))
+            O[vi] = T.Select(T.likely(T.isfinite(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))), A[vi], T.float32(-1))
 
 
 @pytest.mark.interpreter
