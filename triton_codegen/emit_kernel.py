@@ -85,8 +85,9 @@ BINARY_RULES = {  # one per op of lowering.ops.BINARY_OPS
                                  "&", "|", "^", "<<", ">>")},
     "and": _infix("&"),
     "or": _infix("|"),
-    "min": Formula("tl.minimum({a}, {b})"),
-    "max": Formula("tl.maximum({a}, {b})"),
+    # TVM's select: a NaN in a gives b, a NaN in b gives NaN (tl.minimum differs between GPU and interpreter)
+    "min": Formula("tl.where({a} < {b}, {a}, {b})"),
+    "max": Formula("tl.where({a} > {b}, {a}, {b})"),
     "cdiv": Formula("tl.cdiv({a}, {b})"),
     # TIR rounds toward minus infinity; Triton's // and % truncate
     "floordiv": Formula("({a} // {b} - (({a} % {b} != 0) & (({a} < 0) != ({b} < 0))).to({dtype}))"),

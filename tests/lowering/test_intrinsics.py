@@ -182,7 +182,7 @@ def pow_and_remainders(A: T.Buffer((37, 29), "float32"), B: T.Buffer((37, 29), "
 
 @T.prim_func(s_tir=True)
 def nan_and_inf(A: T.Buffer((203,), "float32"), N: T.Buffer((203,), "bool"), I: T.Buffer((203,), "bool"),
-                F: T.Buffer((203,), "bool"), O: T.Buffer((203,), "float32")):
+                F: T.Buffer((203,), "bool"), O: T.Buffer((203,), "float32"), M: T.Buffer((4, 203), "float32")):
     # log of a negative is NaN, exp(100 * x) overflows for x > 0.89: all three kinds appear
     for i in range(203):
         with T.sblock("O"):
@@ -191,6 +191,11 @@ def nan_and_inf(A: T.Buffer((203,), "float32"), N: T.Buffer((203,), "bool"), I: 
             I[vi] = T.isinf(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))
             F[vi] = T.isfinite(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))
             O[vi] = T.Select(T.likely(T.isfinite(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))), A[vi], T.float32(-1))
+            # TVM's min and max are selects: a NaN operand wins only in the second place
+            M[0, vi] = T.min(T.log(A[vi]), A[vi])
+            M[1, vi] = T.min(A[vi], T.log(A[vi]))
+            M[2, vi] = T.max(T.log(A[vi]), A[vi])
+            M[3, vi] = T.max(A[vi], T.log(A[vi]))
 
 
 @pytest.mark.interpreter
