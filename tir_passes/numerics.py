@@ -160,7 +160,7 @@ def scalar_arguments(func: tirx.PrimFunc, concrete: tirx.PrimFunc) -> dict[str, 
         dtype = param.ty.dtype
         if param.name in bound:
             values[param.name] = bound_size(func, concrete, param)
-        elif dtype.startswith(("float", "bfloat")):
+        elif dtype.startswith("float"):
             values[param.name] = 0.75
         else:
             values[param.name] = 3
