@@ -1,10 +1,21 @@
 """Expression rules: one function per TIR expression kind, each returning the same expression
-on tiles (lowering/tile_ir.py). The walk in from_tir.py supplies an ExprContext that knows what
-variables and loads mean in the current block.
+on tiles (lowering/tile_ir.py) over the tile ops of lowering/ops.py. The walk in from_tir.py
+supplies an ExprContext that knows what variables and loads mean in the current block.
 
 TIR semantics kept: floordiv/floormod round toward minus infinity (Triton's `//` and `%`
 truncate, so a sign fix is emitted unless the analyzer proves both operands non-negative);
 `Div`/`Mod` on integers truncate; casts follow TIR's dtype.
+
+16-bit floats, as TVM's llvm build computes them (the reference):
+- bfloat16 arithmetic runs in float32 (TVM's BF16ComputeLegalize): a bfloat16 load is widened,
+  every operation on it yields float32, constants keep their float32 value, and a cast to
+  bfloat16 inside an expression becomes a cast to float32, as that pass makes it (no rounding).
+  The value is rounded once, where it is stored (the caller casts to the buffer's dtype). So
+  `lower_expr` returns a value in its *compute dtype* (`compute_dtype`), which differs from the
+  TIR dtype only for bfloat16.
+- float16 arithmetic is native, rounded after every operation (LLVM promotes each half op to
+  float and rounds back); the code generator computes math functions of float16 in float32 and
+  rounds the result, as LLVM does.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ from tvm import tirx
 
 from tir_passes.errors import UnsupportedConstructError
 
+from .ops import BINARY_INTRINSICS, UNARY_INTRINSICS
 from .tile_ir import Binary, Cast, Const, Expr, Unary, Where
 
 SUPPORTED_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -48,20 +60,25 @@ def check_dtype(dtype: str, what: str, where: str) -> str:
     return dtype
 
 
-_BINARY_OPS = {
+def is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype TVM's llvm build computes a value of `dtype` in: bfloat16 is legalized to float32."""
+    return "float32" if dtype == "bfloat16" else dtype
+
+
+def widen(x: Expr) -> Expr:
+    """A bfloat16 value (a load, a register) as the float32 that arithmetic on it uses."""
+    return Cast(x, "float32", x.dims) if x.dtype == "bfloat16" else x
+
+
+TIR_BINARY_OPS = {  # TIR node -> tile op of lowering/ops.py
     tirx.Add: "+", tirx.Sub: "-", tirx.Mul: "*", tirx.Min: "min", tirx.Max: "max",
     tirx.EQ: "==", tirx.NE: "!=", tirx.LT: "<", tirx.LE: "<=", tirx.GT: ">", tirx.GE: ">=",
     tirx.And: "and", tirx.Or: "or",
-}
-for _name, _op in (("BitwiseAnd", "&"), ("BitwiseOr", "|"), ("BitwiseXor", "^"), ("LShift", "<<"), ("RShift", ">>")):
-    if hasattr(tirx, _name):
-        _BINARY_OPS[getattr(tirx, _name)] = _op
-
-_CALLS = {  # TIR intrinsic (suffix of op name) -> unary tile op
-    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt",
-    "tanh": "tanh", "erf": "erf", "fabs": "abs", "floor": "floor", "ceil": "ceil", "sin": "sin",
-    "cos": "cos", "sigmoid": "sigmoid", "isnan": "isnan", "trunc": "trunc", "round": "round",
-    "nearbyint": "round", "log1p": "log1p", "exp10": "exp10", "log10": "log10",
+    tirx.BitwiseAnd: "&", tirx.BitwiseOr: "|", tirx.BitwiseXor: "^", tirx.LShift: "<<", tirx.RShift: ">>",
 }
 
 RULES: dict[type, Callable] = {}
@@ -77,11 +94,17 @@ def rule(*node_types):
 
 
 def lower_expr(ctx: ExprContext, expr, guards: tuple = ()) -> Expr:
+    """`expr` on tiles, in its compute dtype (float32 for bfloat16 arithmetic, see above)."""
     fn = RULES.get(type(expr))
     if fn is None:
         raise UnsupportedConstructError(f"{ctx.where()}: no Triton mapping for the TIR expression "
                                         f"{type(expr).__name__} `{expr}`")
     return fn(ctx, expr, guards)
+
+
+def operand(ctx: ExprContext, expr, guards: tuple) -> Expr:
+    """An operand of arithmetic: lowered, and widened to float32 if it is bfloat16."""
+    return widen(lower_expr(ctx, expr, guards))
 
 
 @rule(tirx.IntImm)
@@ -92,7 +115,8 @@ def _int(ctx, expr, guards) -> Expr:
 
 @rule(tirx.FloatImm)
 def _float(ctx, expr, guards) -> Expr:
-    return Const(float(expr.value), check_dtype(dtype_of(expr), "a constant", ctx.where()))
+    dtype = check_dtype(dtype_of(expr), "a constant", ctx.where())
+    return Const(float(expr.value), compute_dtype(dtype))  # a bfloat16 constant keeps its float32 value
 
 
 @rule(tirx.Var)
@@ -134,17 +158,25 @@ def binary(ctx, op: str, a: Expr, b: Expr, dtype: str) -> Expr:
     return fold_binary(op, a, b, dtype, ctx.merge_dims(a.dims, b.dims))
 
 
-@rule(*_BINARY_OPS)
+def _float_operands(ctx, expr, op: str, operands) -> None:
+    for x in operands:
+        if not is_float(x.dtype):
+            raise UnsupportedConstructError(f"{ctx.where()}: `{expr}` applies {op} to a {x.dtype} value; "
+                                            "it is defined on floats only (TVM's llvm build refuses it too)")
+
+
+@rule(*TIR_BINARY_OPS)
 def _binary(ctx, expr, guards) -> Expr:
-    a, b = lower_expr(ctx, expr.a, guards), lower_expr(ctx, expr.b, guards)
-    return binary(ctx, _BINARY_OPS[type(expr)], a, b, check_dtype(dtype_of(expr), "an operation", ctx.where()))
+    a, b = operand(ctx, expr.a, guards), operand(ctx, expr.b, guards)
+    dtype = check_dtype(dtype_of(expr), "an operation", ctx.where())
+    return binary(ctx, TIR_BINARY_OPS[type(expr)], a, b, compute_dtype(dtype))
 
 
 @rule(tirx.Div, tirx.Mod)
 def _div_mod(ctx, expr, guards) -> Expr:
-    dtype = dtype_of(expr)
-    a, b = lower_expr(ctx, expr.a, guards), lower_expr(ctx, expr.b, guards)
-    if dtype.startswith(("float", "bfloat")):
+    dtype = compute_dtype(dtype_of(expr))
+    a, b = operand(ctx, expr.a, guards), operand(ctx, expr.b, guards)
+    if is_float(dtype):
         return binary(ctx, "/" if isinstance(expr, tirx.Div) else "fmod", a, b, dtype)
     # TIR's Div and Mod truncate on integers, as Triton's // and % do
     return binary(ctx, "//" if isinstance(expr, tirx.Div) else "%", a, b, dtype)
@@ -152,10 +184,10 @@ def _div_mod(ctx, expr, guards) -> Expr:
 
 @rule(tirx.FloorDiv, tirx.FloorMod)
 def _floor_div_mod(ctx, expr, guards) -> Expr:
-    dtype = dtype_of(expr)
-    a, b = lower_expr(ctx, expr.a, guards), lower_expr(ctx, expr.b, guards)
+    dtype = compute_dtype(dtype_of(expr))
+    a, b = operand(ctx, expr.a, guards), operand(ctx, expr.b, guards)
     is_div = isinstance(expr, tirx.FloorDiv)
-    if dtype.startswith(("float", "bfloat")):
+    if is_float(dtype):
         quotient = Unary("floor", binary(ctx, "/", a, b, dtype), dtype, ctx.merge_dims(a.dims, b.dims))
         if is_div:
             return quotient
@@ -171,25 +203,25 @@ def _not(ctx, expr, guards) -> Expr:
     return Unary("not", x, "bool", x.dims)
 
 
-if hasattr(tirx, "BitwiseNot"):
-    @rule(tirx.BitwiseNot)
-    def _bitnot(ctx, expr, guards) -> Expr:
-        x = lower_expr(ctx, expr.a, guards)
-        return Unary("bitnot", x, dtype_of(expr), x.dims)
+@rule(tirx.BitwiseNot)
+def _bitnot(ctx, expr, guards) -> Expr:
+    x = lower_expr(ctx, expr.a, guards)
+    return Unary("bitnot", x, dtype_of(expr), x.dims)
 
 
 @rule(tirx.Select)
 def _select(ctx, expr, guards) -> Expr:
     cond = lower_expr(ctx, expr.condition, guards)
     # Select evaluates both sides: loads in them need no extra guard
-    a, b = lower_expr(ctx, expr.true_value, guards), lower_expr(ctx, expr.false_value, guards)
-    return Where(cond, a, b, dtype_of(expr), ctx.merge_dims(cond.dims, a.dims, b.dims))
+    a, b = operand(ctx, expr.true_value, guards), operand(ctx, expr.false_value, guards)
+    return Where(cond, a, b, compute_dtype(dtype_of(expr)), ctx.merge_dims(cond.dims, a.dims, b.dims))
 
 
 @rule(tirx.Cast)
 def _cast(ctx, expr, guards) -> Expr:
     x = lower_expr(ctx, expr.value, guards)
-    dtype = check_dtype(dtype_of(expr), "a cast", ctx.where())
+    # BF16ComputeLegalize turns a cast to bfloat16 inside an expression into a cast to float32
+    dtype = compute_dtype(check_dtype(dtype_of(expr), "a cast", ctx.where()))
     if isinstance(x, Const) and not x.dims:
         return Const(_convert(x.value, dtype), dtype)
     return x if x.dtype == dtype else Cast(x, dtype, x.dims)
@@ -198,26 +230,38 @@ def _cast(ctx, expr, guards) -> Expr:
 def _convert(value, dtype: str):
     if dtype == "bool":
         return bool(value)
-    if dtype.startswith(("float", "bfloat")):
+    if is_float(dtype):
         return float(value)
     return int(value)
 
 
+def _call_name(expr) -> str:
+    return expr.op.name.split(".")[-1] if isinstance(expr.op, tvm.ir.Op) else str(expr.op)
+
+
 @rule(tvm.ir.Call)
 def _call(ctx, expr, guards) -> Expr:
-    name = expr.op.name.split(".")[-1] if isinstance(expr.op, tvm.ir.Op) else str(expr.op)
+    name = _call_name(expr)
     if name == "if_then_else":
-        cond_tir, then_tir, else_tir = expr.args
-        cond = lower_expr(ctx, cond_tir, guards)
-        # only the taken side may be read: loads of each side are masked by its condition
-        a = lower_expr(ctx, then_tir, guards + (cond_tir,))
-        b = lower_expr(ctx, else_tir, guards + (tirx.Not(cond_tir),))
-        return Where(cond, a, b, dtype_of(expr), ctx.merge_dims(cond.dims, a.dims, b.dims))
-    if name in _CALLS and len(expr.args) == 1:
-        x = lower_expr(ctx, expr.args[0], guards)
-        dtype = dtype_of(expr)
-        return Unary(_CALLS[name], x, "bool" if name == "isnan" else dtype, x.dims)
-    if name == "pow" and len(expr.args) == 2:
-        a, b = (lower_expr(ctx, arg, guards) for arg in expr.args)
-        return binary(ctx, "pow", a, b, dtype_of(expr))
+        return _if_then_else(ctx, expr, guards)
+    if name == "likely" and len(expr.args) == 1:  # a branch-prediction hint: the value itself
+        return lower_expr(ctx, expr.args[0], guards)
+    if name in UNARY_INTRINSICS and len(expr.args) == 1:
+        op = UNARY_INTRINSICS[name]
+        x = operand(ctx, expr.args[0], guards)
+        _float_operands(ctx, expr, name, [x])
+        return Unary(op, x, compute_dtype(dtype_of(expr)), x.dims)
+    if name in BINARY_INTRINSICS and len(expr.args) == 2:
+        a, b = (operand(ctx, arg, guards) for arg in expr.args)
+        _float_operands(ctx, expr, name, [a, b])
+        return binary(ctx, BINARY_INTRINSICS[name], a, b, compute_dtype(dtype_of(expr)))
     raise UnsupportedConstructError(f"{ctx.where()}: the call `{expr}` ({name}) has no Triton mapping")
+
+
+def _if_then_else(ctx, expr, guards) -> Expr:
+    cond_tir, then_tir, else_tir = expr.args
+    cond = lower_expr(ctx, cond_tir, guards)
+    # only the taken side may be read: loads of each side are masked by its condition
+    a = operand(ctx, then_tir, guards + (cond_tir,))
+    b = operand(ctx, else_tir, guards + (tirx.Not(cond_tir),))
+    return Where(cond, a, b, compute_dtype(dtype_of(expr)), ctx.merge_dims(cond.dims, a.dims, b.dims))

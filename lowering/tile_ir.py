@@ -43,7 +43,7 @@ class Arange:
 
 @dataclass(frozen=True)
 class Unary:
-    op: str  # neg, not, bitnot, exp, exp2, log, log2, sqrt, rsqrt, abs, floor, ceil, sin, cos, erf, tanh, sigmoid, ...
+    op: str  # one of lowering/ops.py UNARY_OPS: not, bitnot, abs, floor, round, exp, log1p, isnan, ...
     x: "Expr"
     dtype: str
     dims: tuple[str, ...]
@@ -51,7 +51,7 @@ class Unary:
 
 @dataclass(frozen=True)
 class Binary:
-    op: str  # + - * / // % truncdiv truncmod floordiv floormod min max < <= > >= == != and or & | ^ << >>
+    op: str  # one of lowering/ops.py BINARY_OPS: + - * / // % floordiv floormod fmod pow min max < and & << ...
     a: "Expr"
     b: "Expr"
     dtype: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 import tvm
 import tvm_ffi
@@ -101,9 +102,14 @@ def _specialized_buffer(buf, bindings):
     return tirx.decl_buffer(shape, buf.dtype, buf.name, layout=None)
 
 
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of a TIR dtype; bfloat16 is ml_dtypes', which TVM's tensors accept."""
+    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+
+
 def random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
     if dtype.startswith("float") or dtype == "bfloat16":
-        return rng.standard_normal(shape).astype("float32" if dtype == "bfloat16" else dtype)
+        return rng.standard_normal(shape).astype(numpy_dtype(dtype))
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype(bool)
     if dtype.startswith("uint"):
@@ -124,6 +130,7 @@ def static_shape(buf) -> tuple[int, ...]:
 
 def make_inputs(func: tirx.PrimFunc, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random contents for every buffer parameter (outputs too: some accumulate)."""
+    _check_distinct_names(func)
     rng = np.random.default_rng(seed)
     arrays = {buf.name: random_array(static_shape(buf), str(buf.dtype), rng) for buf in buffer_params(func)}
     return arrays | index_data(func, rng)
@@ -190,6 +197,17 @@ def _value_bounds(fact) -> list[tuple[str, int | None, int | None]]:
     c = int(bound.value)
     low, high = {tirx.LT: (None, c), tirx.LE: (None, c + 1), tirx.GT: (c + 1, None), tirx.GE: (c, None)}[op]
     return [(load.source.name, low, high)]
+
+
+def _check_distinct_names(func: tirx.PrimFunc) -> None:
+    """Data sets, kernels and launchers know parameters by name: two of one name cannot be told apart."""
+    seen: dict[str, int] = {}
+    for index, param in enumerate(func.params):
+        if param.name in seen:
+            raise UnsupportedConstructError(
+                f"parameters #{seen[param.name]} and #{index} of the PrimFunc are both named '{param.name}' "
+                "(te.placeholder's default name?); give every parameter its own name")
+        seen[param.name] = index
 
 
 def negative_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 import torch
 
@@ -33,10 +34,25 @@ class CheckReport:
 CANARY_ELEMENTS = 4096
 
 
+def to_torch(array: np.ndarray) -> torch.Tensor:
+    """A torch copy of `array`; ml_dtypes' bfloat16 (which torch cannot read) travels as its bits."""
+    if array.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(np.array(array, copy=True).view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(np.array(array, copy=True))
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """`tensor` on the CPU as numpy; bfloat16 becomes ml_dtypes' bfloat16, as the reference holds it."""
+    tensor = tensor.cpu()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()
+
+
 def _guarded(array: np.ndarray, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(view, storage): the data inside a larger allocation whose margins hold a canary value, so
     a store outside the tensor (a missing mask) shows as a changed margin, not heap corruption."""
-    data = torch.from_numpy(np.array(array, copy=True)).to(device)
+    data = to_torch(array).to(device)
     storage = torch.empty(data.numel() + 2 * CANARY_ELEMENTS, dtype=data.dtype, device=device)
     storage.fill_(_canary(data.dtype))
     view = storage[CANARY_ELEMENTS:CANARY_ELEMENTS + data.numel()].view(data.shape)
@@ -70,7 +86,7 @@ def check_against_tvm(kernel, func, *, seed: int = 0, sizes: dict[str, int] | No
         guarded = {b.name: _guarded(data[b.name], device) for b in buffer_params(reference.concrete)}
         args = [guarded[p.name][0] if p.name in guarded else reference.scalars[p.name] for p in func.params]
         kernel(*args, interpret=interpret)
-        results.append({name: view.cpu().numpy() for name, (view, _) in guarded.items()})
+        results.append({name: to_numpy(view) for name, (view, _) in guarded.items()})
         for name, (_, storage) in guarded.items():
             problems += [p for p in _margin_problems(name, storage) if p not in problems]
     bound = {**reference.scalars, **symbolic_sizes(func, sizes)}

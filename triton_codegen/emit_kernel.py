@@ -9,6 +9,7 @@ scope (kernel body or loop body) it was computed in; a store to a buffer forgets
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, Comment, Const, Dot, Expr, Load, Loop, Reduce,
                               Reg, Scalar, Scan, Store, TileKernel, Unary, Where)
@@ -20,19 +21,101 @@ TL_DTYPES = {
     "uint8": "tl.uint8", "uint16": "tl.uint16", "uint32": "tl.uint32", "uint64": "tl.uint64",
     "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64",
 }
-_INFIX = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%", "fmod": "%", "<": "<", "<=": "<=",
-          ">": ">", ">=": ">=", "==": "==", "!=": "!=", "and": "&", "or": "|", "&": "&", "|": "|", "^": "^",
-          "<<": "<<", ">>": ">>"}
-_MATH = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "log2": "tl.log2", "sqrt": "tl.sqrt",
-         "rsqrt": "tl.rsqrt", "abs": "tl.abs", "floor": "tl.floor", "ceil": "tl.ceil", "sin": "tl.sin",
-         "cos": "tl.cos", "erf": "tl.erf", "sigmoid": "tl.sigmoid"}
+
+
+@dataclass(frozen=True)
+class Formula:
+    """The Triton text of a tile op over its operands: `{x}` (unary), `{a}` and `{b}` (binary).
+
+    `steps` are temporaries assigned first, as (name, text) pairs that later text reads as
+    `{name}`; an operand read more than once is named first too, so each is computed once.
+    `{dtype}` is the op's Triton dtype, `{bits}` the signed integer as wide as the float it computes in.
+    `in_float32`: 16-bit float operands are computed in float32 and the result rounded once, as
+    TVM's llvm build computes half math (and Triton's math functions take float32/float64 only).
+    """
+
+    text: str
+    steps: tuple[tuple[str, str], ...] = ()
+    in_float32: bool = False
+
+
+def _math(function: str) -> Formula:
+    return Formula(f"tl.{function}({{x}})", in_float32=True)
+
+
+UNARY_RULES = {  # one per op of lowering.ops.UNARY_OPS
+    "not": Formula("(~{x})"),
+    "bitnot": Formula("(~{x})"),
+    "abs": Formula("tl.abs({x})"),
+    "floor": _math("floor"),
+    "ceil": _math("ceil"),
+    "trunc": Formula("tl.where({x} < 0.0, tl.ceil({x}), tl.floor({x}))", in_float32=True),
+    # ties to even, from floor alone (x - floor(x) is exact), so it needs no libdevice
+    "round": Formula("tl.where(({frac} > 0.5) | (({frac} == 0.5) & (tl.floor({whole} * 0.5) * 2.0 != {whole})), "
+                     "{whole} + 1.0, {whole})",
+                     steps=(("whole", "tl.floor({x})"), ("frac", "{x} - {whole}")), in_float32=True),
+    "exp": _math("exp"),
+    "exp2": _math("exp2"),
+    "exp10": Formula("tl.exp2({x} * 3.321928094887362)", in_float32=True),
+    "log": _math("log"),
+    "log2": _math("log2"),
+    "log10": Formula("(tl.log2({x}) * 0.30102999566398120)", in_float32=True),
+    # log(u) * x / (u - 1) with u = 1 + x cancels the rounding of u (Goldberg), so small x keeps its digits
+    "log1p": Formula('tl.where(({one_plus} == 1.0) | ({x} == float("inf")), {x}, '
+                     'tl.log({one_plus}) * ({x} / ({one_plus} - 1.0)))',
+                     steps=(("one_plus", "1.0 + {x}"),), in_float32=True),
+    "sqrt": _math("sqrt"),
+    "rsqrt": _math("rsqrt"),
+    "sin": _math("sin"),
+    "cos": _math("cos"),
+    "tan": Formula("(tl.sin({x}) / tl.cos({x}))", in_float32=True),
+    "tanh": Formula("(2.0 * tl.sigmoid(2.0 * {x}) - 1.0)", in_float32=True),
+    "erf": _math("erf"),
+    "sigmoid": _math("sigmoid"),
+    "isnan": Formula("({x} != {x})"),
+}
+
+
+def _infix(op: str) -> Formula:
+    return Formula(f"({{a}} {op} {{b}})")
+
+
+BINARY_RULES = {  # one per op of lowering.ops.BINARY_OPS
+    **{op: _infix(op) for op in ("+", "-", "*", "/", "//", "%", "<", "<=", ">", ">=", "==", "!=",
+                                 "&", "|", "^", "<<", ">>")},
+    "and": _infix("&"),
+    "or": _infix("|"),
+    # TVM's select: a NaN in a gives b, a NaN in b gives NaN (tl.minimum differs between GPU and interpreter)
+    "min": Formula("tl.where({a} < {b}, {a}, {b})"),
+    "max": Formula("tl.where({a} > {b}, {a}, {b})"),
+    "cdiv": Formula("tl.cdiv({a}, {b})"),
+    # TIR rounds toward minus infinity; Triton's // and % truncate
+    "floordiv": Formula("({a} // {b} - (({a} % {b} != 0) & (({a} < 0) != ({b} < 0))).to({dtype}))"),
+    "floormod": Formula("tl.where(({rem} != 0) & (({rem} < 0) != ({b} < 0)), {rem} + {b}, {rem})",
+                        steps=(("rem", "{a} % {b}"),)),
+    "fmod": Formula("({a} % {b})", in_float32=True),
+    # C's pow from exp2/log2 of |a|: a negative base keeps its sign for odd integral exponents
+    # and is NaN for non-integral ones; pow(x, 0), pow(1, y) and pow(-1, +-inf) are 1
+    "pow": Formula('tl.where(({b} == 0.0) | ({a} == 1.0) | (({a} == -1.0) & (tl.abs({b}) == float("inf"))), 1.0, '
+                   'tl.where({a} < 0.0, {negative_base}, {magnitude}))',
+                   steps=(("magnitude", "tl.exp2({b} * tl.log2(tl.abs({a})))"),
+                          ("negative_base", ('tl.where(tl.floor({b}) != {b}, float("nan"), '
+                                             'tl.where(tl.floor({b} * 0.5) * 2.0 != {b}, -{magnitude}, {magnitude}))'))),
+                   in_float32=True),
+    "copysign": Formula("tl.where({b}.to({bits}, bitcast=True) < 0, -tl.abs({a}), tl.abs({a}))", in_float32=True),
+}
+
+_HALF = ("float16", "bfloat16")
+_SAME_WIDTH_INT = {"float16": "tl.int16", "bfloat16": "tl.int16", "float32": "tl.int32", "float64": "tl.int64"}
+_OPERAND_NAMES = {"x": "arg", "a": "lhs", "b": "rhs"}  # temporaries for operands read more than once
 _NAMED = (Load, Reduce, Scan, Dot, Where)
 _SCANS = {"sum": "tl.cumsum({x}, axis={axis})", "prod": "tl.cumprod({x}, axis={axis})",
           "max": "tl.associative_scan({x}, {axis}, _tir_maximum)", "min": "tl.associative_scan({x}, {axis}, _tir_minimum)"}
-# combine functions that tl.reduce / tl.associative_scan take, written once into a module that uses them
+# combine functions that tl.reduce / tl.associative_scan take, written once into a module that uses them;
+# max and min select as TVM does (BINARY_RULES)
 HELPERS = {
-    "_tir_maximum": "@triton.jit\ndef _tir_maximum(a, b):\n    return tl.maximum(a, b)\n",
-    "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.minimum(a, b)\n",
+    "_tir_maximum": "@triton.jit\ndef _tir_maximum(a, b):\n    return tl.where(a > b, a, b)\n",
+    "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.where(a < b, a, b)\n",
     "_tir_multiply": "@triton.jit\ndef _tir_multiply(a, b):\n    return a * b\n",
 }
 
@@ -158,49 +241,44 @@ class KernelPrinter:
         return expr.name
 
     def _render_unary(self, expr: Unary) -> str:
-        x = self.name_of(expr.x)
-        if expr.op == "neg":
-            return f"(-{x})"
-        if expr.op in ("not", "bitnot"):
-            return f"(~{x})"
-        if expr.op == "isnan":
-            return f"({x} != {x})"
-        wide = expr.x.dtype in ("float16", "bfloat16")
-        arg = f"{x}.to(tl.float32)" if wide else x
-        if expr.op == "tanh":
-            text = f"(2.0 * tl.sigmoid(2.0 * {arg}) - 1.0)"
-        elif expr.op == "log1p":
-            text = f"tl.log(1.0 + {arg})"
-        elif expr.op == "exp10":
-            text = f"tl.exp({arg} * 2.302585092994046)"
-        elif expr.op == "log10":
-            text = f"(tl.log({arg}) * 0.4342944819032518)"
-        elif expr.op in _MATH:
-            text = f"{_MATH[expr.op]}({arg})"
-        else:
-            raise NotImplementedError(f"unary op {expr.op}")
-        return f"{text}.to({TL_DTYPES[expr.dtype]})" if wide else text
+        return self._formula(UNARY_RULES[expr.op], {"x": expr.x}, expr.dtype, expr.dims)
 
     def _render_binary(self, expr: Binary) -> str:
-        a, b = self.render(expr.a, expr.dims), self.render(expr.b, expr.dims)
         if expr.op in ("and", "or") and bool(expr.a.dims) != bool(expr.b.dims):
             # NOTE: `scalar_bool & tile` is an integer tile in Triton's interpreter: select instead
+            a, b = self.render(expr.a, expr.dims), self.render(expr.b, expr.dims)
             scalar, tile = (a, b) if not expr.a.dims else (b, a)
             return f"tl.where({scalar}, {tile}, False)" if expr.op == "and" else f"tl.where({scalar}, True, {tile})"
-        if expr.op in _INFIX:
-            return f"({a} {_INFIX[expr.op]} {b})"
-        if expr.op in ("min", "max"):
-            return f"tl.{expr.op}imum({a}, {b})"
-        if expr.op == "cdiv":
-            return f"tl.cdiv({a}, {b})"
-        if expr.op == "pow":
-            return f"tl.exp2({b} * tl.log2({a}))"
-        if expr.op == "floordiv":  # TIR rounds toward minus infinity; Triton's // truncates
-            return f"(({a}) // ({b}) - ((({a}) % ({b}) != 0) & ((({a}) < 0) != (({b}) < 0))).to({TL_DTYPES[expr.dtype]}))"
-        if expr.op == "floormod":
-            rem = f"(({a}) % ({b}))"
-            return f"tl.where(({rem} != 0) & (({rem} < 0) != (({b}) < 0)), {rem} + ({b}), {rem})"
-        raise NotImplementedError(f"binary op {expr.op}")
+        return self._formula(BINARY_RULES[expr.op], {"a": expr.a, "b": expr.b}, expr.dtype, expr.dims)
+
+    def _formula(self, formula: Formula, operands: dict[str, Expr], dtype: str, dims) -> str:
+        """`formula` over its operands (by field), laid out over `dims`; assigns its temporaries."""
+        in_float32 = formula.in_float32 and any(x.dtype in _HALF for x in operands.values())
+        reads = formula.text + "".join(text for _, text in formula.steps)
+        fields = {"dtype": TL_DTYPES[dtype], "bits": _SAME_WIDTH_INT.get("float32" if in_float32 else dtype)}
+        for field_name, x in operands.items():
+            fields[field_name] = self._operand(field_name, x, reads, in_float32, dims)
+        for step_name, step in formula.steps:
+            fields[step_name] = self._temporary(step_name, step.format(**fields))
+        text = formula.text.format(**fields)
+        return f"{text}.to({TL_DTYPES[dtype]})" if in_float32 else text
+
+    def _operand(self, field_name: str, x: Expr, reads: str, in_float32: bool, dims) -> str:
+        placeholder = f"{{{field_name}}}"
+        if isinstance(x, Const) and not x.dims:
+            if placeholder + "." in reads:  # a Python number has no methods: make it a tensor
+                return f"tl.full([], {format_const(x)}, {TL_DTYPES['float32' if in_float32 else x.dtype]})"
+            return format_const(x)
+        if in_float32:
+            x = Cast(x, "float32", x.dims)
+        if reads.count(placeholder) > 1 and self.lookup(x) is None and not isinstance(x, _NAMED + (Scalar, Reg)):
+            self.bind(x, _OPERAND_NAMES[field_name])  # read more than once: computed once
+        return self.render(x, dims)
+
+    def _temporary(self, base: str, text: str) -> str:
+        name = self.names.fresh(base)
+        self.src.line(f"{name} = {text}")
+        return name
 
     def _render_where(self, expr: Where) -> str:
         return (f"tl.where({self.render(expr.cond, expr.dims)}, {self.render(expr.a, expr.dims)}, "
@@ -210,6 +288,9 @@ class KernelPrinter:
         inner = self.name_of(expr.x)
         if not expr.x.dims and isinstance(expr.x, Const):
             return f"tl.full([], {inner}, {TL_DTYPES[expr.dtype]})"
+        if "bfloat16" in (expr.x.dtype, expr.dtype) and "float32" not in (expr.x.dtype, expr.dtype):
+            # NOTE: Triton's interpreter converts bfloat16 from and to anything but float32 bit by bit
+            inner = f"{inner}.to(tl.float32)"
         return f"{inner}.to({TL_DTYPES[expr.dtype]})"
 
     def mask_text(self, mask, dims) -> str | None:
