@@ -98,12 +98,3 @@ def plan_mask(access: str, conditions: list[Condition], access_dims: tuple[str, 
 
 def _in_bounds(index, extent):
     return tirx.all(index >= 0, index < extent)
-
-
-def conjuncts(expr) -> list:
-    """Split a TIR `a and b and ...` into its parts; `True` gives none."""
-    if isinstance(expr, tirx.IntImm) and int(expr.value) == 1:
-        return []
-    if isinstance(expr, tirx.And):
-        return conjuncts(expr.a) + conjuncts(expr.b)
-    return [expr]

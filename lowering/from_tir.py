@@ -19,12 +19,12 @@ from tvm import s_tir, tirx
 
 from tir_passes.assumptions import is_assumption
 from tir_passes.errors import UnsupportedConstructError
-from tir_passes.nest import python_name
+from tir_passes.nest import conjuncts, python_name
 from tir_passes.pass_util import root_block, source_line, top_level_statements
 from tir_passes.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile, scan_mark
 
 from . import reductions
-from .accesses import AccessMask, Condition, conjuncts, needs_int64, offset_expr, plan_mask
+from .accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
 from .exprs import check_dtype, fold_binary, lower_expr
 from .kernel_scope import KernelScope, build_scope
 from .scans import ScanState
@@ -173,6 +173,8 @@ class KernelLowering:
             self._lower_for(stmt)
         elif isinstance(stmt, s_tir.SBlockRealize):
             self._lower_realize(stmt)
+        elif is_assumption(stmt):
+            pass  # a fact for the bounds proofs (accesses.py), no run-time effect
         elif isinstance(stmt, tirx.While):
             raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: a data-dependent while "
                                             "loop cannot become a Triton kernel (loop trip counts must be known at launch)")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import sym, tirx
 
-from tir_passes.nest import python_name
+from tir_passes.nest import loop_sites, python_name
 from tir_passes.tile_contract import GRID, TILE, ContractError, LoopTile, loop_tile
 
 from .exprs import fold_binary
@@ -70,28 +70,6 @@ def _role(loop: tirx.For) -> str | None:
     return tile.role if tile is not None else None
 
 
-def _loops_inside(stmt, outer: list[tirx.For]) -> list[tuple[tirx.For, list[tirx.For]]]:
-    """(loop, enclosing loops) for every loop under `stmt`, outermost first."""
-    found: list = []
-
-    def walk(node, stack):
-        if isinstance(node, tirx.For):
-            found.append((node, list(stack)))
-            walk(node.body, stack + [node])
-        elif isinstance(node, tirx.SeqStmt):
-            for child in node.seq:
-                walk(child, stack)
-        elif hasattr(node, "block"):  # SBlockRealize: loops inside blocks are not kernel loops
-            walk(node.block.body, stack)
-        elif isinstance(node, tirx.IfThenElse):
-            walk(node.then_case, stack)
-            if node.else_case is not None:
-                walk(node.else_case, stack)
-
-    walk(stmt, list(outer))
-    return found
-
-
 def build_scope(stmt: tirx.Stmt, lower_scalar, where: str) -> tuple[KernelScope, tirx.Stmt]:
     """Peel the grid loops off `stmt` and plan every loop inside; returns (scope, kernel body)."""
     grid_loops = []
@@ -99,7 +77,7 @@ def build_scope(stmt: tirx.Stmt, lower_scalar, where: str) -> tuple[KernelScope,
         grid_loops.append(stmt)
         stmt = stmt.body
     scope = KernelScope(grid_loops)
-    all_loops = [(loop, grid_loops[:i]) for i, loop in enumerate(grid_loops)] + _loops_inside(stmt, grid_loops)
+    all_loops = [(loop, grid_loops[:i]) for i, loop in enumerate(grid_loops)] + loop_sites(stmt, tuple(grid_loops))
     for loop, _ in all_loops:
         scope.analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
     tiles = {_key(loop.loop_var): loop_tile(loop) for loop, _ in all_loops}

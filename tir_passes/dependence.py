@@ -28,7 +28,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 
-from .nest import REDUCE, Access, block_accesses, is_self_load, loop_kind, substitute_bindings
+from .nest import REDUCE, Access, block_accesses, block_sites, is_self_load, loop_kind, substitute_bindings
 
 PROOF = sym.ProofStrength.SYMBOLIC_BOUND
 
@@ -60,23 +60,8 @@ class _Site:
 
 
 def _sites(stmt) -> list[_Site]:
-    found: list[_Site] = []
-
-    def walk(node, loops):
-        if isinstance(node, tirx.For):
-            walk(node.body, loops + (node,))
-        elif isinstance(node, tirx.SeqStmt):
-            for child in node.seq:
-                walk(child, loops)
-        elif isinstance(node, tirx.IfThenElse):
-            walk(node.then_case, loops)
-            if node.else_case is not None:
-                walk(node.else_case, loops)
-        elif isinstance(node, s_tir.SBlockRealize):
-            found.extend(_Site(node, access, loops) for access in block_accesses(node.block, include_init=True))
-
-    walk(stmt, ())
-    return found
+    return [_Site(realize, access, loops) for realize, loops in block_sites(stmt)
+            for access in block_accesses(realize.block, include_init=True)]
 
 
 def _is_reduction_update(site: _Site, other: _Site, loop: tirx.For) -> bool:

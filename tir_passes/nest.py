@@ -108,6 +108,43 @@ def perfect_nest(stmt) -> tuple[list[tirx.For], s_tir.SBlockRealize] | None:
     return None
 
 
+def _walk_nest(stmt, on_loop, on_block, into_blocks: bool) -> None:
+    """Visit loops (with the loops around them) and blocks (likewise) in program order, through
+    sequences and both branches of `if`s; with `into_blocks`, also the loops inside block bodies."""
+
+    def walk(node, loops):
+        if isinstance(node, tirx.For):
+            on_loop(node, loops)
+            walk(node.body, loops + (node,))
+        elif isinstance(node, tirx.SeqStmt):
+            for child in node.seq:
+                walk(child, loops)
+        elif isinstance(node, tirx.IfThenElse):
+            walk(node.then_case, loops)
+            if node.else_case is not None:
+                walk(node.else_case, loops)
+        elif isinstance(node, s_tir.SBlockRealize):
+            on_block(node, loops)
+            if into_blocks:
+                walk(node.block.body, loops)
+
+    walk(stmt, ())
+
+
+def block_sites(stmt) -> list[tuple[s_tir.SBlockRealize, tuple[tirx.For, ...]]]:
+    """(block, the loops of `stmt` around it) for every block, in program order."""
+    found: list = []
+    _walk_nest(stmt, lambda loop, loops: None, lambda realize, loops: found.append((realize, loops)), False)
+    return found
+
+
+def loop_sites(stmt, outer: tuple[tirx.For, ...] = ()) -> list[tuple[tirx.For, tuple[tirx.For, ...]]]:
+    """(loop, the loops around it, starting with `outer`) for every loop, outermost first."""
+    found: list = []
+    _walk_nest(stmt, lambda loop, loops: found.append((loop, outer + loops)), lambda realize, loops: None, True)
+    return found
+
+
 def realizes_under(stmt) -> list[s_tir.SBlockRealize]:
     found: list = []
     tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, found.append), order="pre")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 
-from .nest import REDUCE, block_accesses, loop_kind, substitute_bindings
+from .nest import REDUCE, block_accesses, block_sites, loop_kind, substitute_bindings
 
 
 @dataclass
@@ -37,23 +37,7 @@ class _Block:
 
 
 def _blocks(stmt) -> list[_Block]:
-    found: list[_Block] = []
-
-    def walk(node, loops):
-        if isinstance(node, tirx.For):
-            walk(node.body, loops + (node,))
-        elif isinstance(node, tirx.SeqStmt):
-            for child in node.seq:
-                walk(child, loops)
-        elif isinstance(node, tirx.IfThenElse):
-            walk(node.then_case, loops)
-            if node.else_case is not None:
-                walk(node.else_case, loops)
-        elif isinstance(node, s_tir.SBlockRealize):
-            found.append(_Block(node, loops, len(found)))
-
-    walk(stmt, ())
-    return found
+    return [_Block(realize, loops, order) for order, (realize, loops) in enumerate(block_sites(stmt))]
 
 
 def _canonical_indices(indices, block: _Block, axes: dict[int, str], axis_vars: dict[str, tirx.Var]) -> list:

@@ -17,6 +17,7 @@ Where each decision lives (`TileDecision` fields below):
                                              through memory with a sync
   block annotation "tile.dot"     DotMark    the block is a tl.dot over tile axes (m, n, k)
   block annotation "tile.scan"    ScanMark   the block is a scan along a tile axis
+  root block "tile.decisions"     text       why: one line per kernel, dependences, values spilled
 
 The backend's limits (tl.dot's 16-element minimum, the widest row tile) are here too, once.
 """
@@ -33,6 +34,7 @@ from .nest import static_int
 from .pass_util import replace_block
 
 LOOP_KEY, KERNEL_KEY, DOT_KEY, SCAN_KEY = "tile", "tile.kernel", "tile.dot", "tile.scan"
+DECISIONS_KEY = "tile.decisions"   # root block: Tiling's reasons, one line per kernel and note (for readers)
 GRID, SERIAL, TILE = "grid", "serial", "tile"
 ROLES = (GRID, SERIAL, TILE)
 SCAN_COMBINERS = ("sum", "prod", "max", "min")

@@ -27,11 +27,9 @@ from .gpu_specs import GpuSpec, gpu_spec
 from .nest import blocks_under, loops_under, unique_name
 from .pass_util import s_tir_pass, top_level_statements
 from .storage import decide_storage
-from .tile_contract import (GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark, TileDecision, is_tiled,
-                            write_decision)
+from .tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark, TileDecision,
+                            is_tiled, write_decision)
 from .tiling_plan import KernelPlan, plan_kernel
-
-DECISIONS_KEY = "tile.decisions"
 
 
 def _key(loop: tirx.For) -> int:

@@ -23,8 +23,8 @@ import tvm_ffi
 from tvm import sym, tirx
 
 from .dependence import carried_dependences
-from .nest import (REDUCE, SPATIAL, bound_iter_var, conjuncts, contraction_operands, loop_kind, realizes_under,
-                   vars_of)
+from .nest import (REDUCE, SPATIAL, bound_iter_var, conjuncts, contraction_operands, loop_kind, loop_sites,
+                   realizes_under, vars_of)
 from .pass_util import top_level_statements
 from .storage import decide_storage
 from .tile_contract import (GRID, LIMITS, SERIAL, TILE, ContractError, LoopTile, dot_mark, kernel_tile, loop_tile,
@@ -42,28 +42,8 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
     return problems
 
 
-def _walk(stmt) -> list[tuple[tirx.For, list[tirx.For]]]:
-    """(loop, enclosing loops) for every loop, outermost first."""
-    found: list = []
-
-    def walk(node, stack):
-        if isinstance(node, tirx.For):
-            found.append((node, list(stack)))
-            walk(node.body, stack + [node])
-        elif isinstance(node, tirx.SeqStmt):
-            for child in node.seq:
-                walk(child, stack)
-        elif isinstance(node, tirx.IfThenElse):
-            walk(node.then_case, stack)
-            if node.else_case is not None:
-                walk(node.else_case, stack)
-
-    walk(stmt, [])
-    return found
-
-
 def _kernel_problems(stmt) -> list[str]:
-    loops = _walk(stmt)
+    loops = loop_sites(stmt)
     try:
         tiles = {loop.loop_var.__chandle__(): loop_tile(loop) for loop, _ in loops}
         kernel = kernel_tile(stmt)
@@ -91,7 +71,7 @@ def _kernel_problems(stmt) -> list[str]:
 
 def _grid_prefix(stmt, tiles) -> list[str]:
     outer, seen_other = [], False
-    for loop, _ in _walk(stmt):
+    for loop, _ in loop_sites(stmt):
         tile = tiles[loop.loop_var.__chandle__()]
         is_grid = tile is not None and tile.role == GRID
         if is_grid and seen_other:
