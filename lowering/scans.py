@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.nest import realizes_under, uses_var
@@ -100,7 +101,8 @@ class ScanState:
 
     def _elements(self, lowering, form: ScanForm, mark: ScanMark):
         var, low = form.iter_var.var, form.iter_var.dom.min
-        x = lower_expr(lowering, tirx.if_then_else(var == low, form.first, form.rest))
+        same = tvm_ffi.structural_equal(form.first, form.rest)  # y_0 = x_0: one element expression
+        x = lower_expr(lowering, form.rest if same else tirx.if_then_else(var == low, form.first, form.rest))
         dtype = accumulator_dtype(str(form.buffer.dtype))
         x = cast(x, dtype)
         tails = [c.tile for c in lowering.conditions if mark.axis in c.dims]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import tvm
@@ -60,8 +61,9 @@ def top_level_statements(func: tirx.PrimFunc) -> list[tirx.Stmt]:
 
 
 def source_line(node) -> str | None:
-    """`file:line` of a node parsed from TVMScript, when TVM kept its span."""
+    """`file.py:line` of a node parsed from TVMScript, when TVM kept its span. The file's name
+    alone: generated modules must not depend on the folder they were built in."""
     span = getattr(node, "span", None)
     if span is None or not getattr(span, "line", 0):
         return None
-    return f"{span.source_name.name}:{span.line}"
+    return f"{os.path.basename(span.source_name.name)}:{span.line}"
