@@ -60,6 +60,13 @@ def write_diff(path: str, index: int, name: str, diff: str) -> str:
     return file_path
 
 
+def write_text(path: str, name: str, text: str) -> str:
+    file_path = os.path.join(path, name)
+    with open(file_path, "w") as handle:
+        handle.write(text)
+    return file_path
+
+
 def list_stages(path: str) -> list[tuple[int, str, str]]:
     """(index, pass name, file path) of every stage dump in a folder, in order."""
     if not os.path.isdir(path):

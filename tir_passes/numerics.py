@@ -16,6 +16,7 @@ from tvm import tirx
 
 from .assumptions import is_assumption
 from .errors import UnsupportedConstructError
+from .shape_reduction import ReducedCopy, reduced_copy
 
 # small odd sizes for symbolic shape variables, taken in parameter order
 SYMBOLIC_SIZES = (37, 19, 23, 29, 31, 13, 11, 7)
@@ -333,3 +334,39 @@ def stage_results(reference: ReferenceRun, stage: tirx.PrimFunc, sizes: dict[str
     concrete = specialize_shapes(stage, sizes)
     entry = build_llvm(concrete)
     return [run_built(entry, concrete, data, _scalars_for(concrete, reference.scalars)) for data in reference.datasets]
+
+
+def progress(items, what: str, enabled: bool = True):
+    """`items`, with a progress bar on a terminal while long CPU work runs (tqdm)."""
+    if not enabled:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=what, unit=what.split()[-1], leave=False, disable=None)
+
+
+@dataclass
+class NumericsPlan:
+    """Where the numerics check runs: on the program itself, or on a copy with its large sizes
+    reduced (shape_reduction.py) that the same passes compile, so a 16384 x 8192 program is
+    checked in seconds. The dump and the report say which (`describe`)."""
+
+    input_module: tvm.IRModule      # what the stages' numerics start from: the input or its reduced copy
+    reference: ReferenceRun
+    copy: "ReducedCopy"
+    large: bool                     # above the size checked as it is
+    final_module: tvm.IRModule | None = None   # the reduced copy's last stage (the kernel check compiles it)
+
+    @property
+    def reduced(self) -> bool:
+        return self.copy.func is not None
+
+    def describe(self) -> str:
+        return self.copy.describe()
+
+    @classmethod
+    def of(cls, mod: tvm.IRModule) -> "NumericsPlan":
+        copy = reduced_copy(mod["main"])
+        module = tvm.IRModule({"main": copy.func}) if copy.func is not None else mod
+        large = copy.reason not in ("small enough",)
+        return cls(module, ReferenceRun.of(module["main"]), copy, large)

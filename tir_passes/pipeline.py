@@ -30,7 +30,7 @@ from .buffer_layout import BufferLayout
 from .hoist_allocations import HoistAllocations
 from .loop_fusion import LoopFusion
 from .instrument import StageRecorder
-from .numerics import ReferenceRun
+from .numerics import NumericsPlan, progress
 from .pass_util import take_raised_error
 from .normalize_loop_starts import NormalizeLoopStarts
 from .remove_unit_loops import RemoveUnitLoops
@@ -85,6 +85,20 @@ class PipelineResult:
     module: tvm.IRModule
     stages: list[StageRecord]
     input_module: tvm.IRModule
+    numerics: NumericsPlan | None = None   # where the numerics ran (full or reduced sizes), when they did
+
+    def table(self, timings: bool = True) -> str:
+        """The stages with their checks (and times), and where the numerics ran. Without timings
+        it is deterministic, as everything in a dump folder is."""
+        times = f"{'pass ms':>9}{'verify ms':>11}" if timings else ""
+        lines = [f"{'stage':<6}{'pass':<25}{'changed':<9}{times}  checks"]
+        for stage in self.stages:
+            checks = " ".join(f"{k}={v}" for k, v in stage.checks.items()) or "-"
+            times = f"{stage.seconds * 1000:>9.1f}{stage.verify_seconds * 1000:>11.1f}" if timings else ""
+            lines.append(f"{stage.index:02d}    {stage.name:<25}{'yes' if stage.changed else 'no':<9}{times}  {checks}")
+        if self.numerics is not None:
+            lines.append(f"numerics at {self.numerics.describe()}")
+        return "\n".join(lines) + "\n"
 
 
 def select_passes(passes: Sequence[tvm.transform.Pass], disable: Sequence[str] = (),
@@ -113,11 +127,13 @@ def run_pipeline(mod: tvm.IRModule, passes: Sequence[tvm.transform.Pass] | None 
     if dump_dir:
         dump.prepare_dump_dir(dump_dir)
         dump.write_stage(dump_dir, 0, "input", mod.script(), True)
-    reference = ReferenceRun.of(mod["main"]) if "numerics" in checks else None
+    numerics = NumericsPlan.of(mod) if "numerics" in checks else None
+    reference = numerics.reference if numerics is not None and not numerics.reduced else None
+    now = [c for c in checks if c != "numerics" or reference is not None]
     recorder = StageRecorder(mod.script(), dump_dir)
     records: list[StageRecord] = []
     input_mod = mod
-    for pass_ in chosen:
+    for pass_ in progress(chosen, "passes", enabled=reference is not None and numerics.large):
         before = mod
         fingerprint = verify.structural_fingerprint(before) if "purity" in checks else 0
         # NOTE: only the pass runs under the recorder: the checks build with tvm.compile,
@@ -128,8 +144,31 @@ def run_pipeline(mod: tvm.IRModule, passes: Sequence[tvm.transform.Pass] | None 
         record = StageRecord(observed.index, observed.name, observed.changed, observed.seconds,
                              dump_path=observed.dump_path, diff=observed.diff)
         records.append(record)
-        _verify_stage(record, before, mod, fingerprint, checks, reference, dump_dir, input_mod)
-    return PipelineResult(mod, records, input_mod)
+        _verify_stage(record, before, mod, fingerprint, now, reference, dump_dir, input_mod)
+    if numerics is not None and numerics.reduced:
+        _verify_reduced_numerics(numerics, chosen, records, dump_dir)
+    result = PipelineResult(mod, records, input_mod, numerics)
+    if dump_dir and checks:
+        dump.write_text(dump_dir, "verification.txt", result.table(timings=False))
+    return result
+
+
+def _verify_reduced_numerics(numerics: NumericsPlan, chosen, records: list[StageRecord], dump_dir) -> None:
+    """The same passes on the shape-reduced copy, each stage against the copy's reference."""
+    before = numerics.input_module
+    for pass_, record in zip(chosen, records):
+        started = time.perf_counter()
+        with tvm.transform.PassContext(opt_level=3):
+            after = _apply(pass_, before)
+        problems = verify.check_numerics(numerics.reference, after)
+        record.verify_seconds += time.perf_counter() - started
+        record.checks["numerics"] = "FAILED" if problems else "ok"
+        if problems:
+            artifacts = write_failure_artifacts(dump_dir, record, "numerics", numerics.input_module, before, after)
+            raise VerificationError(record.name, "numerics", f"(at {numerics.describe()})\n" + "\n".join(problems[:10]),
+                                    artifacts)
+        before = after
+    numerics.final_module = before
 
 
 def _apply(pass_: tvm.transform.Pass, mod: tvm.IRModule) -> tvm.IRModule:

@@ -57,14 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _print_table(stages) -> None:
-    print(f"{'stage':<6}{'pass':<25}{'changed':<9}{'pass ms':>9}{'verify ms':>11}  checks")
-    for stage in stages:
-        checks = " ".join(f"{k}={v}" for k, v in stage.checks.items()) or "-"
-        print(f"{stage.index:02d}    {stage.name:<25}{'yes' if stage.changed else 'no':<9}"
-              f"{stage.seconds * 1000:>9.1f}{stage.verify_seconds * 1000:>11.1f}  {checks}")
-
-
 def cmd_passes(args) -> int:
     from tir_passes.frontend import load_target
     from tir_passes.pipeline import CHECKS, default_pipeline, run_pipeline
@@ -78,7 +70,7 @@ def cmd_passes(args) -> int:
             if stage.diff:
                 print(stage.diff)
     print(f"PrimFunc {name}: {len(result.stages)} passes, dumps in {args.dump_dir}")
-    _print_table(result.stages)
+    print(result.table(), end="")
     return 0
 
 
@@ -118,8 +110,8 @@ def cmd_compile(args) -> int:
     path = kernel.save(args.out_dir)
     manifest = kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"))
     print(f"wrote {path} ({len(kernel.program.kernels)} kernel(s)) and {manifest}")
-    if args.check:
-        report = check_against_tvm(kernel, mod)
+    if args.check:  # compile() ran the kernel check unless --no-verify
+        report = kernel.check_report or check_against_tvm(kernel, mod)
         print(report)
         return 0 if report.ok else 1
     return 0
@@ -127,14 +119,14 @@ def cmd_compile(args) -> int:
 
 def cmd_verify(args) -> int:
     from tir_passes.frontend import load_target
-    from triton_codegen import check_against_tvm, compile
+    from triton_codegen import compile
     from triton_codegen.aot import compile_ahead_of_time
     from triton_codegen.configs import config_space
 
     mod, name = load_target(args.target)
-    kernel = compile(mod, verify=True, gpu=args.gpu)
-    _print_table(kernel.pipeline.stages)
-    report = check_against_tvm(kernel, mod)
+    kernel = compile(mod, verify=True, gpu=args.gpu)  # every check, the kernel against TVM last
+    print(kernel.pipeline.table(), end="")
+    report = kernel.check_report
     print(report)
     for tile_kernel in kernel.program.kernels:
         for arch in (90, 80):

@@ -2,6 +2,8 @@
 
 Runs the pass pipeline (verified after every pass unless verify=False), lowers the result to a
 TileProgram, emits one standalone module, and wraps it: `.source`, `.save(path)`, `__call__`.
+With verification, the last check runs the emitted kernel against TVM's build of the input
+(`verify_kernel`): what is verified is what is compiled.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import tempfile
 from dataclasses import replace
 
 import torch
@@ -17,11 +20,12 @@ import tvm_ffi
 from lowering.from_tir import lower_program
 from lowering.printer import format_program
 from lowering.support import check_supported
-from tir_passes.errors import FrontendError, LaunchError
+from tir_passes.errors import FrontendError, LaunchError, VerificationError
 from tir_passes.frontend import as_module
 from tir_passes.pipeline import CHECKS, default_pipeline, run_pipeline
 
 from . import loader
+from .check import CheckReport, check_kernel
 from .configs import config_space
 from .emit_module import VERSION, emit_module
 
@@ -35,6 +39,7 @@ class TritonKernel:
         self.program = program
         self.tir = tir_module
         self.pipeline = pipeline_result
+        self.check_report: CheckReport | None = None   # the kernel check compile(verify=True) ran
         self._path: str | None = None
 
     @property
@@ -131,5 +136,41 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     if dump_dir:
         with open(os.path.join(dump_dir, "tile_program.txt"), "w") as handle:
             handle.write(format_program(program))
-    return TritonKernel(name, source, program, result.module, result)
+    kernel = TritonKernel(name, source, program, result.module, result)
+    if verify:
+        kernel.check_report = verify_kernel(kernel, result, name, allow_tf32, dump_dir)
+    return kernel
+
+
+def verify_kernel(kernel: TritonKernel, result, name: str, allow_tf32: bool, dump_dir: str | None) -> CheckReport:
+    """The last check: the compiled kernel (or, for a program checked at reduced sizes, the same
+    pipeline's kernel for the reduced copy) against TVM's build of the input, in the interpreter
+    (on a GPU, when there is one). Raises VerificationError when it differs."""
+    numerics = result.numerics
+    checked = kernel
+    if numerics.reduced:
+        program = lower_program(numerics.final_module["main"], name, kernel.program.source_hash,
+                                kernel.program.passes, allow_tf32)
+        checked = TritonKernel(name, emit_module(program), program, numerics.final_module)
+    interpret = _interpreting(None)
+    if interpret and not loader.triton_library_interpreted():
+        return CheckReport(name, [], seconds=0.0, skipped="Triton was imported in compiled mode and there is no GPU")
+    report = check_kernel(checked, numerics.reference, interpret)
+    report.where = numerics.describe()
+    if not report.ok:
+        raise VerificationError("lowering", "kernel", f"the kernel differs from TVM's build of the input (at "
+                                f"{numerics.describe()}), although every stage matched: a decision the llvm "
+                                "build does not see, the lowering or the code generator is wrong\n"
+                                + "\n".join(report.problems[:10]), _write_kernel_failure(dump_dir, checked))
+    return report
+
+
+def _write_kernel_failure(dump_dir: str | None, kernel: TritonKernel) -> str:
+    folder = os.path.join(dump_dir, "failure_kernel") if dump_dir else tempfile.mkdtemp(prefix="tir-triton-failure-kernel-")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{kernel.name}.py"), "w") as handle:
+        handle.write(kernel.source)
+    with open(os.path.join(folder, "tile_program.txt"), "w") as handle:
+        handle.write(format_program(kernel.program))
+    return folder
 
