@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from tvm import sym, tirx
 
+from tir_passes.nest import python_name
+
 from .exprs import fold_binary
 from .tile_ir import Cast, Const, Expr, Scalar
 
@@ -30,8 +32,13 @@ class Condition:
         return self.tile.dims
 
 
+def pointer_name(buffer: str) -> str:
+    """The kernel argument that points at `buffer` (TE names such as `A_red_temp.v0` made identifiers)."""
+    return f"{python_name(buffer)}_ptr"
+
+
 def stride_name(buffer: str, axis: int) -> str:
-    return f"{buffer}_stride{axis}"
+    return f"{python_name(buffer)}_stride{axis}"
 
 
 def needs_int64(buf) -> bool:
