@@ -21,6 +21,7 @@ from tvm import sym, tirx
 
 from tir_passes.assumptions import Assumptions, reads_memory
 from tir_passes.path_conditions import proven
+from tir_passes.nest import python_name
 
 from .exprs import fold_binary
 from .tile_ir import Cast, Const, Expr, RangeCheck, Scalar
@@ -38,8 +39,13 @@ class Condition:
         return self.tile.dims
 
 
+def pointer_name(buffer: str) -> str:
+    """The kernel argument that points at `buffer` (TE names such as `A_red_temp.v0` made identifiers)."""
+    return f"{python_name(buffer)}_ptr"
+
+
 def stride_name(buffer: str, axis: int) -> str:
-    return f"{buffer}_stride{axis}"
+    return f"{python_name(buffer)}_stride{axis}"
 
 
 def needs_int64(buf) -> bool:

@@ -16,6 +16,8 @@ truncate, so a sign fix is emitted unless the analyzer proves both operands non-
 - float16 arithmetic is native, rounded after every operation (LLVM promotes each half op to
   float and rounds back); the code generator computes math functions of float16 in float32 and
   rounds the result, as LLVM does.
+
+Also the values reductions start from: each kind's identity, and the dtype an accumulator holds.
 """
 
 from __future__ import annotations
@@ -225,6 +227,29 @@ def _cast(ctx, expr, guards) -> Expr:
     if isinstance(x, Const) and not x.dims:
         return Const(_convert(x.value, dtype), dtype)
     return x if x.dtype == dtype else Cast(x, dtype, x.dims)
+
+
+def cast(value: Expr, dtype: str) -> Expr:
+    return value if value.dtype == dtype else Cast(value, dtype, value.dims)
+
+
+def identity(kind: str, dtype: str) -> Const:
+    """The value that leaves a sum, product, max or min unchanged (the fill of masked lanes)."""
+    if kind == "prod":
+        return Const(1.0 if dtype.startswith(("float", "bfloat")) else 1, dtype)
+    if kind == "sum":
+        return Const(0.0 if dtype.startswith(("float", "bfloat")) else 0, dtype)
+    if dtype.startswith(("float", "bfloat")):
+        return Const(float("-inf") if kind == "max" else float("inf"), dtype)
+    bits = int("".join(c for c in dtype if c.isdigit()))
+    if dtype.startswith("uint"):
+        return Const(0 if kind == "max" else 2**bits - 1, dtype)
+    return Const(-(2 ** (bits - 1)) if kind == "max" else 2 ** (bits - 1) - 1, dtype)
+
+
+def accumulator_dtype(dtype: str) -> str:
+    """16-bit floats accumulate (and compare) in fp32."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def _convert(value, dtype: str):

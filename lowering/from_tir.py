@@ -3,10 +3,11 @@
 Inside a kernel, every block is lowered the same way (no pattern library): its iteration
 variables become tile expressions over the kernel's axes (kernel_scope.py), every access becomes
 an offset with a mask (accesses.py), every expression the same expression on tiles (exprs.py).
-Reductions accumulate in registers: the accumulator opens before the outermost serial loop that
-walks the reduction and is stored after it (reductions.py). Intermediates used by one kernel only
-stay in registers when every read uses the index it was written with; intermediates shared by
-kernels go through global scratch tensors that the launcher allocates.
+Reductions accumulate in registers: accumulators (and the states of arg-max-like selections)
+open before the outermost serial loop that walks the reduction and are stored after it
+(reductions.py). Intermediates used by one kernel only stay in registers when every read uses
+the index it was written with; intermediates shared by kernels go through global scratch tensors
+that the launcher allocates.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from tir_passes.tile_contract import GRID, ContractError, KernelTile, kernel_til
 
 from . import reductions
 from .accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
-from .exprs import check_dtype, fold_binary, lower_expr
+from .exprs import cast, check_dtype, fold_binary, lower_expr
 from .kernel_scope import KernelScope, build_scope
 from .scans import ScanState
 from .param_shapes import shape_entry
 from .tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg, Scalar,
-                      ScalarArg, ScratchBuffer, Store, TileKernel, TileProgram)
+                      ScalarArg, ScratchBuffer, SelectCombine, Store, TileKernel, TileProgram)
 
 
 def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes: tuple[str, ...] = (),
@@ -43,13 +44,15 @@ def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes:
     scratch_bufs = [b for b in intermediates if _needs_memory(b.name, statements, records)]
     globals_ = [p for p in func.params if tirx.is_buffer_var(p)] + scratch_bufs
     scalars = {p.name: p for p in func.params if not tirx.is_buffer_var(p)}
-    kernels = []
+    kernels, combines = [], []
     for index, (stmt, record) in enumerate(zip(statements, records)):
         lowering = KernelLowering(func, f"{python_name(name)}_kernel{index}", globals_, record, scalars,
                                   shape_vars, allow_tf32)
         kernels.append(lowering.lower(stmt))
+        combines += [c for c in lowering.combines if c not in combines]
     scratch = tuple(ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs)
-    return TileProgram(python_name(name), params, tuple(shape_vars), scratch, tuple(kernels), source_hash, passes)
+    return TileProgram(python_name(name), params, tuple(shape_vars), scratch, tuple(kernels), source_hash, passes,
+                       tuple(combines))
 
 
 def _needs_memory(buffer: str, statements, records: list[KernelTile]) -> bool:
@@ -121,6 +124,7 @@ class KernelLowering:
         self.scope: KernelScope | None = None
         self.reductions = reductions.ReductionState()
         self.scans = ScanState()
+        self.combines: list[SelectCombine] = []   # generated functions this kernel calls, first use first
         self.counter = 0
 
     # --- the walk ----------------------------------------------------------------------
@@ -159,6 +163,10 @@ class KernelLowering:
 
     def emit(self, stmt) -> None:
         self.emitted[-1].append(stmt)
+
+    def use_combine(self, combine: SelectCombine) -> None:
+        if combine not in self.combines:
+            self.combines.append(combine)
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -238,9 +246,11 @@ class KernelLowering:
 
     @contextmanager
     def block_context(self, realize):
-        """While lowering one block: its variables' tile expressions, its conditions, and its
-        predicate as an analyzer fact."""
-        saved = (self.block_env, self.conditions)
+        """While lowering one block: its variables' tile expressions, its conditions, its
+        predicate as an analyzer fact, and its line for messages (also where a reduction's
+        registers open, before the walk reaches the block)."""
+        saved = (self.block_env, self.conditions, self.location)
+        self.location = self._block_location(realize.block)
         self.block_env = {iv.var.__chandle__(): lower_expr(self, value)
                           for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
         self.conditions = self.block_conditions(realize)
@@ -248,7 +258,7 @@ class KernelLowering:
             with self.scope.analyzer.constraint_scope(realize.predicate):
                 yield
         finally:
-            self.block_env, self.conditions = saved
+            self.block_env, self.conditions, self.location = saved
 
     def block_conditions(self, realize) -> list[Condition]:
         conditions: list[Condition] = []
@@ -377,7 +387,7 @@ class KernelLowering:
             extra = ", ".join(d for d in value.dims if d not in dims)
             raise UnsupportedConstructError(f"{self.location}: the value stored to {buf.name} varies along tile axes "
                                             f"({extra}) that its index does not; is a reduction axis marked spatial?")
-        value = value if value.dtype == str(buf.dtype) else reductions.cast(value, str(buf.dtype))
+        value = value if value.dtype == str(buf.dtype) else cast(value, str(buf.dtype))
         if buf.name in self.record.registers:
             if guards:
                 raise ContractError(self.location, f"{buf.name} is held in registers, but its write is conditional")

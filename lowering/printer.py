@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .param_shapes import entry_text
-from .tile_ir import (Arange, Assign, Barrier, Binary, Cast, Comment, Const, Dot, Load, Loop, Reduce, Reg, Scalar,
-                      Scan, Store, TileProgram, Unary, Where)
+from .tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Load, Loop, Reduce,
+                      Reg, Scalar, Scan, SelectCombine, Store, TileProgram, Unary, Where)
 
 
 def format_expr(expr) -> str:
@@ -41,6 +41,10 @@ def _format_stmt(stmt, indent: str, lines: list[str]) -> None:
         lines.append(f"{indent}sync  # {stmt.reason}")
     elif isinstance(stmt, Assign):
         lines.append(f"{indent}{stmt.name}: {stmt.dtype}<{','.join(stmt.dims)}> = {format_expr(stmt.value)}")
+    elif isinstance(stmt, CombineAssign):
+        state, update = (", ".join(format_expr(v) for v in values) for values in (stmt.state, stmt.update))
+        lines.append(f"{indent}{', '.join(stmt.names)}: ({', '.join(stmt.dtypes)})<{','.join(stmt.dims)}> = "
+                     f"{stmt.combine.name}(({state}), ({update}))")
     elif isinstance(stmt, Store):
         mask = " if " + " & ".join(format_expr(m) for m in stmt.mask) if stmt.mask else ""
         lines.append(f"{indent}{stmt.buffer}[{format_expr(stmt.offset)}] = {format_expr(stmt.value)}{mask}")
@@ -56,11 +60,20 @@ def _param_text(param) -> str:
     return f"{param.name}: {param.dtype}[{', '.join(entry_text(d) for d in param.shape)}]"
 
 
+def _combine_text(combine: SelectCombine) -> str:
+    payloads = ", ".join(combine.payload_dtypes) or "none"
+    better = "larger" if combine.kind == "max" else "smaller"
+    tie = "smaller" if combine.tie == "first" else "larger"
+    return (f"  combine {combine.name}: (key {combine.key_dtype}; payloads {payloads}; position {combine.position_dtype})"
+            f" the {better} key wins, of equal keys the {tie} position")
+
+
 def format_program(program: TileProgram) -> str:
     lines = [f"program {program.name}  (source hash {program.source_hash})",
              "  params: " + ", ".join(_param_text(p) for p in program.params)]
     for scratch in program.scratch:
         lines.append(f"  scratch {scratch.name}: {scratch.dtype}[{', '.join(format_expr(d) for d in scratch.shape)}]")
+    lines += [_combine_text(combine) for combine in program.combines]
     for kernel in program.kernels:
         lines.append(f"kernel {kernel.name}  (blocks {', '.join(kernel.source_blocks)}; warps {kernel.num_warps}, stages {kernel.num_stages})")
         lines.append("  grid: " + (" x ".join(f"{a.var}[{format_expr(a.count)}]" for a in kernel.grid) or "1")

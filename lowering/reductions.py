@@ -1,10 +1,13 @@
-"""Reduction blocks on tiles: register accumulators, `tl.sum/max/min` and `tl.dot`.
+"""Reduction blocks on tiles: register accumulators, `tl.sum/max/min`, `tl.dot` and selections.
 
-A reduction block `X[s] = combine(X[s], rhs)` (with `T.init`) gets a register accumulator over
-the tile axes of `s`. It opens (init value, or the current X[s] without T.init) before the
-outermost serial loop that walks the block's reduction, each visit folds
-`reduce(where(mask, rhs, identity))` over the tile axes of the reduction into it, and after the
-loop it is stored once (cast to X's dtype) or kept as a register intermediate.
+A reduction block's body is read as one update per output (lowering/reduction_forms.py). An
+output folded on its own, `X[s] = combine(X[s], rhs)`, gets a register accumulator over the tile
+axes of `s`; a selection (arg-max, arg-min) gets a state of several registers
+(lowering/selections.py). The block's registers open together (T.init's values, or what the
+outputs hold without T.init) before the outermost serial loop that walks the block's reduction;
+each visit folds `reduce(where(mask, rhs, identity))` over the tile axes of the reduction into
+each accumulator and merges its winner into each selection; after the loop every output is stored
+once (cast to its dtype) or kept as a register intermediate.
 
 A block that Tiling marked as a contraction (`tile.dot`, with its m, n and k tile axes) becomes
 `tl.dot` with fp32 accumulation; masked operand loads fill zeros, and an operand is zeroed where a
@@ -21,56 +24,19 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.errors import UnsupportedConstructError
-from tir_passes.nest import contraction_operands, is_self_load
+from tir_passes.nest import contraction_operands
 from tir_passes.tile_contract import ContractError, dot_mark
 
-from .exprs import lower_expr
-from .tile_ir import Assign, Binary, Cast, Const, Dot, Expr, Reduce, Reg, Where
-
-_COMBINERS = {tirx.Add: "sum", tirx.Max: "max", tirx.Min: "min"}
-
-
-def cast(value: Expr, dtype: str) -> Expr:
-    return value if value.dtype == dtype else Cast(value, dtype, value.dims)
-
-
-def identity(kind: str, dtype: str) -> Const:
-    if kind == "prod":
-        return Const(1.0 if dtype.startswith(("float", "bfloat")) else 1, dtype)
-    if kind == "sum":
-        return Const(0.0 if dtype.startswith(("float", "bfloat")) else 0, dtype)
-    if dtype.startswith(("float", "bfloat")):
-        return Const(float("-inf") if kind == "max" else float("inf"), dtype)
-    bits = int("".join(c for c in dtype if c.isdigit()))
-    if dtype.startswith("uint"):
-        return Const(0 if kind == "max" else 2**bits - 1, dtype)
-    return Const(-(2 ** (bits - 1)) if kind == "max" else 2 ** (bits - 1) - 1, dtype)
+from . import selections
+from .exprs import accumulator_dtype, cast, identity, lower_expr
+from .fold_order import fold_order_problem
+from .reduction_forms import Combiner, reduction_form
+from .tile_ir import Assign, Binary, Const, Dot, Expr, Reduce, Reg, Where
 
 
 def combine(kind: str, acc: Expr, value: Expr, dims) -> Expr:
     op = {"sum": "+", "prod": "*", "max": "max", "min": "min"}[kind]
     return Binary(op, acc, value, acc.dtype, dims)
-
-
-def accumulator_dtype(dtype: str) -> str:
-    return "float32" if dtype in ("float16", "bfloat16") else dtype
-
-
-def split_update(block: s_tir.SBlock, where: str) -> tuple[tirx.BufferStore, str, object]:
-    """(store, combiner kind, rhs) of `X[s] = X[s] + rhs` (or max/min, either operand order)."""
-    store = block.body
-    if not isinstance(store, tirx.BufferStore):
-        raise UnsupportedConstructError(f"{where}: reduction block '{block.name_hint}' must be a single store "
-                                        f"`X[...] = X[...] + value` (or T.max/T.min)")
-    value = store.value
-    kind = _COMBINERS.get(type(value))
-    if kind is not None:
-        if is_self_load(value.a, store):
-            return store, kind, value.b
-        if is_self_load(value.b, store):
-            return store, kind, value.a
-    raise UnsupportedConstructError(f"{where}: reduction block '{block.name_hint}' updates {store.buffer.name} with "
-                                    f"`{value}`; supported combiners are +, T.max and T.min of the old value")
 
 
 @dataclass
@@ -88,12 +54,21 @@ class Accumulator:
         return Reg(self.name, self.dtype, self.dims)
 
 
+@dataclass
+class BlockReduction:
+    """The registers one reduction block keeps while its loops run."""
+
+    realize: s_tir.SBlockRealize
+    accumulators: list[Accumulator]
+    selections: list[selections.SelectionState]
+
+
 class ReductionState:
     def __init__(self) -> None:
-        self.open: dict[str, Accumulator] = {}
+        self.open: dict[str, BlockReduction] = {}
 
-    def open_for_loop(self, lowering, loop: tirx.For) -> list[Accumulator]:
-        """Open accumulators for reduction blocks under `loop` that the loop walks."""
+    def open_for_loop(self, lowering, loop: tirx.For) -> list[BlockReduction]:
+        """Open the registers of reduction blocks under `loop` that the loop walks."""
         realizes: list = []
         tvm_ffi.structural_walk(loop.body, (s_tir.SBlockRealize, realizes.append))
         opened = []
@@ -103,52 +78,74 @@ class ReductionState:
             if _walks_spatial(realize, loop.loop_var):
                 raise UnsupportedConstructError(f"{lowering.location}: loop {loop.loop_var.name} feeds both spatial and "
                                                 f"reduction axes of block '{realize.block.name_hint}'")
-            accumulator = self._open(lowering, realize)
-            self.open[realize.block.name_hint] = accumulator
-            opened.append(accumulator)
+            reduction = self._open(lowering, realize)
+            self.open[realize.block.name_hint] = reduction
+            opened.append(reduction)
         return opened
 
-    def close(self, lowering, opened: list[Accumulator]) -> None:
-        for accumulator in opened:
-            self._finish(lowering, accumulator)
-            del self.open[accumulator.realize.block.name_hint]
+    def close(self, lowering, opened: list[BlockReduction]) -> None:
+        for reduction in opened:
+            self._finish(lowering, reduction)
+            del self.open[reduction.realize.block.name_hint]
 
     def lower_block(self, lowering, realize: s_tir.SBlockRealize) -> None:
-        accumulator = self.open.get(realize.block.name_hint)
-        if accumulator is not None:
-            self._update(lowering, accumulator)
+        reduction = self.open.get(realize.block.name_hint)
+        if reduction is not None:
+            self._update(lowering, reduction)
             return
-        accumulator = self._open(lowering, realize)
-        self._update(lowering, accumulator)
-        self._finish(lowering, accumulator)
+        reduction = self._open(lowering, realize)
+        self._update(lowering, reduction)
+        self._finish(lowering, reduction)
 
-    def _open(self, lowering, realize) -> Accumulator:
-        block = realize.block
+    def _open(self, lowering, realize) -> BlockReduction:
         with lowering.block_context(realize):
-            store, kind, rhs = split_update(block, lowering.location)
-            indices = lowering.indices(store.indices, ())
-            dims = lowering.merge_dims(*(i.dims for i in indices))
-            dtype = accumulator_dtype(str(store.buffer.dtype))
-            if block.init is not None:
-                if not isinstance(block.init, tirx.BufferStore) or not block.init.buffer.same_as(store.buffer):
-                    raise UnsupportedConstructError(f"{lowering.location}: T.init of '{block.name_hint}' must store to {store.buffer.name}")
-                initial = lower_expr(lowering, block.init.value)
-            else:
-                initial = lowering.load(tirx.BufferLoad(store.buffer, store.indices), ())
-            accumulator = Accumulator(realize, store, kind, rhs, lowering.fresh(f"acc_{block.name_hint}"), dtype, dims)
-            lowering.emit(Assign(accumulator.name, cast(initial, dtype), dtype, dims))
-        return accumulator
+            form = reduction_form(realize.block, lowering.location)
+            if form.selections:
+                problem = fold_order_problem(realize, _reduction_loops(lowering, realize))
+                if problem is not None:
+                    raise UnsupportedConstructError(f"{lowering.location}: selection reduction "
+                                                    f"'{realize.block.name_hint}' depends on the order of its elements, "
+                                                    f"but {problem}")
+            accumulators = [_open_accumulator(lowering, realize, c) for c in form.combiners]
+            states = [selections.open_state(lowering, realize, s) for s in form.selections]
+        return BlockReduction(realize, accumulators, states)
 
-    def _update(self, lowering, acc: Accumulator) -> None:
-        with lowering.block_context(acc.realize):
-            value = _as_dot(lowering, acc)
-            if value is None:
-                value = _as_reduce(lowering, acc, lower_expr(lowering, acc.rhs))
-            lowering.emit(Assign(acc.name, value, acc.dtype, acc.dims))
+    def _update(self, lowering, reduction: BlockReduction) -> None:
+        with lowering.block_context(reduction.realize):
+            for acc in reduction.accumulators:
+                value = _as_dot(lowering, acc)
+                if value is None:
+                    value = _as_reduce(lowering, acc, lower_expr(lowering, acc.rhs))
+                lowering.emit(Assign(acc.name, value, acc.dtype, acc.dims))
+            for state in reduction.selections:
+                selections.update_state(lowering, state)
 
-    def _finish(self, lowering, acc: Accumulator) -> None:
-        with lowering.block_context(acc.realize):
-            lowering.store(acc.store, acc.reg)
+    def _finish(self, lowering, reduction: BlockReduction) -> None:
+        with lowering.block_context(reduction.realize):
+            for acc in reduction.accumulators:
+                lowering.store(acc.store, acc.reg)
+            for state in reduction.selections:
+                selections.finish_state(lowering, state)
+
+
+def _open_accumulator(lowering, realize, combiner: Combiner) -> Accumulator:
+    store = combiner.update.store
+    indices = lowering.indices(store.indices, ())
+    dims = lowering.merge_dims(*(i.dims for i in indices))
+    dtype = accumulator_dtype(str(store.buffer.dtype))
+    if combiner.update.init is not None:
+        initial = lower_expr(lowering, combiner.update.init)
+    else:
+        initial = lowering.load(tirx.BufferLoad(store.buffer, store.indices), ())
+    accumulator = Accumulator(realize, store, combiner.kind, combiner.rhs, lowering.fresh(f"acc_{store.buffer.name}"),
+                              dtype, dims)
+    lowering.emit(Assign(accumulator.name, cast(initial, dtype), dtype, dims))
+    return accumulator
+
+
+def _reduction_loops(lowering, realize) -> list[tirx.For]:
+    """The kernel's loops that walk the block's reduction, outermost first."""
+    return [plan.loop for plan in lowering.scope.plans.values() if _walks_reduction(realize, plan.loop.loop_var)]
 
 
 def _binding_vars(realize, reduce: bool) -> list:

@@ -142,6 +142,31 @@ class Dot:
 Expr = Const | Scalar | Arange | Unary | Binary | Where | Cast | Load | Reg | Reduce | Scan | Dot
 
 
+# --- generated functions -------------------------------------------------------------------
+@dataclass(frozen=True)
+class SelectCombine:
+    """The combine function of a selection reduction (arg-max, arg-min) over tuples
+    (key, payloads..., position): the better key wins (the larger for max, the smaller for min)
+    and brings its payloads; of equal keys, the smaller position wins ("first") or the larger
+    ("last"). It is a maximum under a total order, hence commutative and associative."""
+
+    kind: str                        # max, min
+    tie: str                         # first, last
+    key_dtype: str
+    payload_dtypes: tuple[str, ...]
+    position_dtype: str
+
+    @property
+    def name(self) -> str:
+        """Deterministic, and distinct for distinct functions (dtype names have no underscore)."""
+        dtypes = "_".join((self.key_dtype,) + self.payload_dtypes)
+        return f"select_{self.kind}_{self.tie}_{dtypes}" + ("_pos64" if self.position_dtype == "int64" else "")
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return (self.key_dtype,) + self.payload_dtypes + (self.position_dtype,)
+
+
 # --- statements ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Assign:
@@ -149,6 +174,21 @@ class Assign:
     value: Expr
     dtype: str
     dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CombineAssign:
+    """`names = combine(state, update)`: registers that a SelectCombine updates together."""
+
+    names: tuple[str, ...]
+    combine: SelectCombine
+    state: tuple[Expr, ...]
+    update: tuple[Expr, ...]
+    dims: tuple[str, ...]
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return self.combine.dtypes
 
 
 @dataclass(frozen=True)
@@ -180,7 +220,7 @@ class Barrier:
     reason: str
 
 
-Stmt = Assign | Store | Loop | Comment | Barrier
+Stmt = Assign | CombineAssign | Store | Loop | Comment | Barrier
 
 
 # --- kernels and programs ------------------------------------------------------------------
@@ -270,3 +310,4 @@ class TileProgram:
     kernels: tuple[TileKernel, ...]
     source_hash: str
     passes: tuple[str, ...] = field(default=())
+    combines: tuple[SelectCombine, ...] = ()   # generated functions the kernels call

@@ -13,8 +13,10 @@ dimension where the analyzer proves the two addresses differ. Asked with nothing
 question is whether the loop may be a program id (programs run in any order and at once).
 Data-dependent indices (`X[ids[i]]`) are never proven: such a loop is serial.
 
-A reduction block's update of its own output (`X[i] = X[i] + ...` under a loop over `k` that drives
-only its reduction axes) is not reported: it is what the lowering turns into a reduction.
+A reduction block's updates of its own outputs (`X[i] = X[i] + ...` under a loop over `k` that
+drives only its reduction axes; several outputs too, such as an arg-max's value and index, each
+accessed only at its store's index) are not reported: they are what the lowering turns into a
+reduction.
 
 Used by Tiling (to decide roles) and by the contract check (to verify them). Assumes S-TIR after
 NormalizeLoopStarts or Tiling: loops have static or symbolic extents; block bindings are exact.
@@ -28,7 +30,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 
-from .nest import REDUCE, Access, block_accesses, block_sites, is_self_load, loop_kind, substitute_bindings
+from .nest import REDUCE, Access, block_accesses, block_sites, loop_kind, substitute_bindings
 
 PROOF = sym.ProofStrength.SYMBOLIC_BOUND
 
@@ -65,15 +67,13 @@ def _sites(stmt) -> list[_Site]:
 
 
 def _is_reduction_update(site: _Site, other: _Site, loop: tirx.For) -> bool:
-    """The pair is a reduction block's read-modify-write of its own output along a reduction loop."""
+    """The pair is a reduction block's read-modify-write of one of its outputs along a reduction
+    loop: every access of that buffer in the block (T.init included) is at the index its store uses."""
     if site.realize is not other.realize or loop_kind(loop, site.realize) != REDUCE:
         return False
-    store = site.realize.block.body
-    if not isinstance(store, tirx.BufferStore):
-        return False
-    accesses = (site.access, other.access)
-    return all(a.is_store and a.node.same_as(store) or (not a.is_store and is_self_load(a.node, store))
-               or (a.is_store and site.realize.block.init is not None and a.node.same_as(site.realize.block.init))
+    accesses = [a for a in block_accesses(site.realize.block, include_init=True) if a.name == site.access.name]
+    return all(len(a.indices) == len(site.access.indices)
+               and all(tvm_ffi.structural_equal(x, y) for x, y in zip(a.indices, site.access.indices))
                for a in accesses)
 
 

@@ -3,11 +3,13 @@
 Two rewrites, both with TVM's schedule (so TVM checks the dependences):
   1. inline: a spatial block that writes an intermediate is inlined into its consumers
      (compute_inline): elementwise producers, exp in softmax, padding before a convolution.
-  2. fuse over shared axes: a block whose intermediate is read by a later nest is moved under
-     that nest's leading loops (compute_at), when the consumer reads exactly the element of the
-     shared axes it is computing (row `vi` of a row reduction; `(vi, vj)` of a matmul result in
-     its epilogue). Each shared-axis iteration then computes the rows it needs once, and the
-     intermediate stays in registers (the lowering checks this again).
+  2. fuse over shared axes: a block whose intermediates (one, or several written together, such
+     as LayerNorm's two moments or an arg-max's value and index) are read by one later nest is
+     moved under that nest's leading loops (compute_at), when the consumer reads exactly the
+     element of the shared axes it is computing (row `vi` of a row reduction; `(vi, vj)` of a
+     matmul result in its epilogue), for every intermediate it reads. Each shared-axis iteration
+     then computes the rows it needs once, and the intermediates stay in registers (the lowering
+     checks this again).
 
 Every decision, taken or refused, is recorded with its reason and the global-memory bytes it
 saves (the intermediate's write and read), as the root block's "fusion.decisions" annotation.
@@ -24,7 +26,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 
-from .nest import blocks_under, contraction_operands, element_bytes
+from .nest import block_accesses, blocks_under, contraction_operands, element_bytes
 from .pass_util import root_block, s_tir_pass, top_level_statements
 from .tile_contract import LIMITS
 
@@ -38,9 +40,11 @@ def _size(buf) -> int | None:
     return count
 
 
-def _traffic(buf) -> str:
-    size = _size(buf)
-    return "the global round trip" if size is None else f"{2 * size * element_bytes(buf.dtype)} bytes of global traffic"
+def _traffic(*bufs) -> str:
+    sizes = [_size(buf) for buf in bufs]
+    if None in sizes:
+        return "the global round trip"
+    return f"{sum(2 * size * element_bytes(buf.dtype) for size, buf in zip(sizes, bufs))} bytes of global traffic"
 
 
 def _is_spatial(block: s_tir.SBlock) -> bool:
@@ -96,9 +100,10 @@ def shared_depth(sch: s_tir.Schedule, producer: str, consumer: str, buf) -> tupl
     p_real, c_real = _realize_of(sch, producer), _realize_of(sch, consumer)
     p_loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(producer))]
     c_loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(consumer))]
-    store = p_real.block.body
-    if not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buf):
+    stores = [a.node for a in block_accesses(p_real.block) if a.is_store and a.buffer.same_as(buf)]
+    if len(stores) != 1:
         return 0, f"{producer} is not a single store to {buf.name}"
+    store = stores[0]
     reads = _reads_of(c_real.block, buf)
     depth, reason = 0, f"{producer} and {consumer} share no leading spatial axis"
     for axis in range(min(len(store.indices), len(p_loops), len(c_loops))):
@@ -144,40 +149,58 @@ def _readers(sch: s_tir.Schedule, buf, producer: str) -> list[str]:
 
 
 def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates) -> tuple[str | None, int, str]:
-    """(consumer, shared depth, reason when not fusable) for a producer in a nest of its own."""
+    """(consumer, shared depth, reason when not fusable) for a producer in a nest of its own that
+    writes only intermediates (one, or several such as a block computing two moments)."""
     written = _writes(producer)
-    if len(written) != 1 or written[0].name not in intermediates:
+    if not written or any(buf.name not in intermediates for buf in written):
         return None, 0, ""
-    buf = written[0]
-    readers = _readers(sch, buf, producer.name_hint)
-    own = _nest_index(sch, producer.name_hint)
-    nests = {_nest_index(sch, r) for r in readers}
-    if not readers or nests == {own}:
+    read = [(buf, readers) for buf in written if (readers := _readers(sch, buf, producer.name_hint))]
+    nests = [{_nest_index(sch, r) for r in readers} for _, readers in read]
+    if not read or set().union(*nests) == {_nest_index(sch, producer.name_hint)}:
         return None, 0, ""
-    if len(nests) > 1:
-        return readers[0], 0, f"{buf.name} is read by several nests ({', '.join(readers)})"
-    consumer = readers[0]
-    depth, reason = shared_depth(sch, producer.name_hint, consumer, buf)
-    row = _row_elements(buf, depth) if depth else None
+    consumer = read[0][1][0]
+    apart = _read_apart(read, nests)
+    if apart:
+        return consumer, 0, apart
+    depth, reason = min((shared_depth(sch, producer.name_hint, consumer, buf) for buf, _ in read), key=lambda d: d[0])
+    too_large = _over_register_budget(producer, written, depth) if depth else ""
+    return (consumer, 0, too_large) if too_large else (consumer, depth, reason)
+
+
+def _read_apart(read: list, nests: list[set[int]]) -> str:
+    """Why the intermediates are not all read by one nest ('' when they are)."""
+    for (buf, readers), used in zip(read, nests):
+        if len(used) > 1:
+            return f"{buf.name} is read by several nests ({', '.join(readers)})"
+        if used != nests[0]:
+            return f"{read[0][0].name} and {buf.name} are read by different nests"
+    return ""
+
+
+def _over_register_budget(producer: s_tir.SBlock, written: list, depth: int) -> str:
+    """Why the producer's rows would not fit in registers per shared-axis point ('' when they do)."""
+    rows = [_row_elements(buf, depth) for buf in written]
+    row = None if None in rows else sum(rows)
     if row is not None and contraction_operands(producer) is not None:
         row *= LIMITS.dot_min_block  # a tl.dot computes at least that many rows of the result at once
-    if depth and (row is None or row > LIMITS.register_row_elements):
-        size = row if row is not None else "a symbolic number of"
-        return consumer, 0, (f"{buf.name} would keep {size} elements per shared-axis point in registers, "
-                             f"over the budget of {LIMITS.register_row_elements}")
-    return consumer, depth, reason
+    if row is not None and row <= LIMITS.register_row_elements:
+        return ""
+    size = row if row is not None else "a symbolic number of"
+    return (f"{', '.join(buf.name for buf in written)} would keep {size} elements per shared-axis point in registers, "
+            f"over the budget of {LIMITS.register_row_elements}")
 
 
 def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions: list[str]) -> str:
     """Move the producer under the consumer's leading `depth` loops; '' or TVM's refusal."""
+    kept = [buf for buf in _writes(producer) if _readers(sch, buf, producer.name_hint)]
     loop = sch.get_loops(sch.get_sblock(consumer))[depth - 1]
     try:
         sch.compute_at(sch.get_sblock(producer.name_hint), loop, preserve_unit_loops=False)
     except ScheduleError as err:
         return f"TVM refuses ({_first_line(err)})"
-    buf = _writes(producer)[0]
+    stay = "stays" if len(kept) == 1 else "stay"
     decisions.append(f"fuse {producer.name_hint} into the nest of {consumer} over {depth} shared axis(es); "
-                     f"{buf.name} stays in registers: saves {_traffic(buf)}")
+                     f"{', '.join(buf.name for buf in kept)} {stay} in registers: saves {_traffic(*kept)}")
     return ""
 
 

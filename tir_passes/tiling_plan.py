@@ -29,8 +29,8 @@ from . import tile_sizes
 from .dependence import carried_dependences
 from .scans import ScanForm, scan_along_loop
 from .gpu_specs import GpuSpec
-from .nest import (REDUCE, SPATIAL, block_accesses, bound_iter_var, contraction_operands, loop_chain, loop_kind,
-                   loops_under, perfect_nest, python_name, realizes_under, static_int, unique_name, vars_of)
+from .nest import (REDUCE, SPATIAL, block_accesses, bound_iter_var, contraction_operands, element_bytes, loop_chain,
+                   loop_kind, loops_under, perfect_nest, python_name, realizes_under, static_int, unique_name, vars_of)
 from .tile_contract import LIMITS
 
 
@@ -189,8 +189,9 @@ def _plan_transposed(loops, realize, contiguous, axis_name) -> KernelPlan:
 
 
 def _store_dtype(realize) -> str:
-    body = realize.block.body
-    return str(body.buffer.dtype) if isinstance(body, tirx.BufferStore) else "float32"
+    """The widest dtype the block stores (a tile's register budget is counted in its elements)."""
+    stored = [str(a.buffer.dtype) for a in block_accesses(realize.block) if a.is_store]
+    return max(stored, key=element_bytes) if stored else "float32"
 
 
 def _plan_general(spec: GpuSpec, loops, realize, blocked, axis_name) -> KernelPlan:

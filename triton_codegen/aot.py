@@ -16,6 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from lowering.accesses import pointer_name, stride_name
 from lowering.tile_ir import TileKernel
 
 from .loader import import_module, triton_library_interpreted
@@ -40,9 +41,9 @@ class AotCompileError(RuntimeError):
 def kernel_signature(kernel: TileKernel, config: dict[str, int]) -> tuple[dict, dict]:
     signature, constexprs = {}, {}
     for buf in kernel.buffers:
-        signature[f"{buf.name}_ptr"] = _POINTER_TYPES[buf.dtype]
+        signature[pointer_name(buf.name)] = _POINTER_TYPES[buf.dtype]
         for axis in range(buf.ndim):
-            signature[f"{buf.name}_stride{axis}"] = "i64" if buf.name in kernel.int64_buffers else "i32"
+            signature[stride_name(buf.name, axis)] = "i64" if buf.name in kernel.int64_buffers else "i32"
     for scalar in kernel.scalars:
         signature[scalar.name] = _SCALAR_TYPES.get(scalar.dtype, "i32")
     for block in kernel.block_sizes:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, Comment, Const, Dot, Expr, Load, Loop, Reduce,
-                              Reg, Scalar, Scan, Store, TileKernel, Unary, Where)
+from lowering.accesses import pointer_name, stride_name
+from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Expr, Load,
+                              Loop, Reduce, Reg, Scalar, Scan, SelectCombine, Store, TileKernel, Unary, Where)
+from tir_passes.nest import python_name
 
 from .source import Source
 
@@ -118,6 +120,8 @@ HELPERS = {
     "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.where(a < b, a, b)\n",
     "_tir_multiply": "@triton.jit\ndef _tir_multiply(a, b):\n    return a * b\n",
 }
+# Triton's reductions widen these (bf16 and 16-bit float sums to fp32, narrow integers to int32)
+_WIDENED_BY_REDUCTIONS = ("bool", "int8", "int16", "uint8", "uint16", "float16", "bfloat16")
 
 
 def format_float(value: float) -> str:
@@ -207,7 +211,7 @@ class KernelPrinter:
 
     def _base_name(self, expr) -> str:
         if isinstance(expr, Load):
-            return f"{expr.buffer}_tile"
+            return f"{python_name(expr.buffer)}_tile"
         if isinstance(expr, Reduce):
             return f"{expr.kind}_{'_'.join(expr.axes)}"
         if isinstance(expr, Scan):
@@ -318,7 +322,7 @@ class KernelPrinter:
         return rest
 
     def _render_load(self, expr: Load) -> str:
-        pointer = f"{expr.buffer}_ptr + {self.render(expr.offset, expr.dims)}"
+        pointer = f"{pointer_name(expr.buffer)} + {self.render(expr.offset, expr.dims)}"
         mask = self.checked_mask_text(expr.mask, expr.checks, expr.dims)
         if mask is None:
             return f"tl.load({pointer})"
@@ -361,6 +365,8 @@ class KernelPrinter:
             self.src.line(f"tl.debug_barrier()  # {stmt.reason}")
         elif isinstance(stmt, Assign):
             self._assign(stmt)
+        elif isinstance(stmt, CombineAssign):
+            self._combine_assign(stmt)
         elif isinstance(stmt, Store):
             self._store(stmt)
         elif isinstance(stmt, Loop):
@@ -374,14 +380,21 @@ class KernelPrinter:
             text = f"tl.broadcast_to({self.render(value, stmt.dims)}, {self.shape(stmt.dims)})"
         else:
             text = self.name_of(value)
-        if value.dtype != stmt.dtype and not isinstance(value, Const):
+        widened = isinstance(value, Reduce) and value.x.dtype in _WIDENED_BY_REDUCTIONS
+        if (value.dtype != stmt.dtype or widened) and not isinstance(value, Const):
             text = f"{text}.to({TL_DTYPES[stmt.dtype]})"
         self.src.line(f"{stmt.name} = {text}")
         self.forget(lambda key: _mentions_reg(key, stmt.name))
 
+    def _combine_assign(self, stmt: CombineAssign) -> None:
+        args = [self.render(value, stmt.dims) for value in stmt.state + stmt.update]
+        self.src.line(f"{', '.join(stmt.names)} = {stmt.combine.name}({', '.join(args)})")
+        for name in stmt.names:
+            self.forget(lambda key, name=name: _mentions_reg(key, name))
+
     def _store(self, stmt: Store) -> None:
         dims = stmt.offset.dims
-        pointer = f"{stmt.buffer}_ptr + {self.render(stmt.offset, dims)}"
+        pointer = f"{pointer_name(stmt.buffer)} + {self.render(stmt.offset, dims)}"
         value = self.render(stmt.value, dims)
         mask = self.checked_mask_text(stmt.mask, stmt.checks, dims)
         self.src.line(f"tl.store({pointer}, {value}" + (f", mask={mask})" if mask else ")"))
@@ -415,8 +428,8 @@ def _reads_buffer(expr, buffer: str) -> bool:
 def kernel_parameters(kernel: TileKernel) -> list[str]:
     params = []
     for buf in kernel.buffers:
-        params.append(f"{buf.name}_ptr")
-        params += [f"{buf.name}_stride{axis}" for axis in range(buf.ndim)]
+        params.append(pointer_name(buf.name))
+        params += [stride_name(buf.name, axis) for axis in range(buf.ndim)]
     params += [s.name for s in kernel.scalars]
     params += [f"{block}: tl.constexpr" for block in kernel.block_sizes]
     if kernel.group_m:
@@ -454,6 +467,20 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
         remaining = "rest"
     if axes:
         src.line(f"{axes[0].var} = {remaining}")
+
+
+def emit_select_combine(combine: SelectCombine, src: Source) -> None:
+    """The combine function of a selection reduction: takes two (key, payloads..., position)
+    tuples, returns the winner's."""
+    fields = ["key"] + [f"payload{i}" for i in range(len(combine.payload_dtypes))] + ["position"]
+    a, b = [f"{f}_a" for f in fields], [f"{f}_b" for f in fields]
+    better, earlier = (">" if combine.kind == "max" else "<"), ("<" if combine.tie == "first" else ">")
+    src.line("@triton.jit")
+    with src.block(f"def {combine.name}({', '.join(a + b)}):"):
+        src.line(f'"""The {"larger" if combine.kind == "max" else "smaller"} key wins; of equal keys, the '
+                 f'{"smaller" if combine.tie == "first" else "larger"} position."""')
+        src.line(f"a_wins = (key_a {better} key_b) | ((key_a == key_b) & (position_a {earlier} position_b))")
+        src.line("return " + ", ".join(f"tl.where(a_wins, {x}, {y})" for x, y in zip(a, b)))
 
 
 def emit_kernel(kernel: TileKernel, src: Source) -> set[str]:

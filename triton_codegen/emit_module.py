@@ -3,7 +3,8 @@ configs, and the entry points `run(*tensors)` and `tune(*tensors)`.
 
 The module imports only the standard library, torch, triton and triton.language. Argument checks
 and benchmarking are hand-written (runtime_support.py) and copied in; the generated part is data
-(PARAMS, CONFIGS) and one short launch function per kernel.
+(PARAMS, CONFIGS), the combine functions of selection reductions, the kernels and one short launch
+function per kernel.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from lowering.tile_ir import Binary, Const, Expr, Scalar, TileKernel, TileProgra
 
 from . import runtime_support
 from .configs import config_space
-from .emit_kernel import HELPERS, emit_kernel
+from .emit_kernel import HELPERS, emit_kernel, emit_select_combine
 from .source import Source
 
 VERSION = "0.1.0"
@@ -104,6 +105,10 @@ def emit_module(program: TileProgram) -> str:
     src.lines(runtime_support_text())
     src.line()
     src.lines(_params_literal(program))
+    for combine in program.combines:
+        src.line()
+        src.line()
+        emit_select_combine(combine, src)
     kernels, helpers = Source(), set()
     for kernel in program.kernels:
         kernels.line()
