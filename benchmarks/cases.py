@@ -10,11 +10,14 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 
+from argmax import make_argmax  # noqa: E402
 from attention_scores import make_attention_scores  # noqa: E402
 from batch_matmul import make_batch_matmul  # noqa: E402
 from conv2d_nhwc import make_conv2d_nhwc  # noqa: E402
+from cumsum import make_cumsum  # noqa: E402
 from elementwise import make_scale_shift_relu  # noqa: E402
 from layernorm import make_layernorm  # noqa: E402
+from layernorm_moments import make_layernorm_moments  # noqa: E402
 from matmul import make_matmul  # noqa: E402
 from matmul_bias_gelu import make_matmul_bias_gelu  # noqa: E402
 from max_pool2d import make_max_pool2d  # noqa: E402
@@ -54,4 +57,9 @@ def cases() -> list[dict]:
              bytes=32 * 56 * 56 * 64 * (2 + 4), flops=2 * 32 * 56 * 56 * 64 * 64 * 9),
         dict(name="max_pool2d_fp32_32x64x112x112", func=make_max_pool2d(32, 64, 112, 112), sizes={},
              bytes=32 * 64 * (112 * 112 + 55 * 55) * 4, flops=0),
+        dict(name="layernorm_moments_fp16_16384x8192", func=make_layernorm_moments(M16K, N8K, "float16"), sizes={},
+             bytes=2 * M16K * N8K * 2, flops=0),
+        dict(name="cumsum_fp32_16384x8192", func=make_cumsum(M16K, N8K), sizes={}, bytes=2 * M16K * N8K * 4, flops=0),
+        dict(name="argmax_fp32_16384x8192", func=make_argmax(M16K, N8K), sizes={}, bytes=M16K * N8K * 4 + M16K * 4,
+             flops=0),
     ]

@@ -29,8 +29,12 @@ def reference(name: str, args: list[torch.Tensor]) -> dict[int, torch.Tensor]:
         return {3: torch.relu(x * scale[None, :] + shift[:, None]) * x}
     if name.startswith("softmax"):
         return {1: torch.softmax(f[0], dim=1)}
-    if name.startswith("layernorm"):
+    if name.startswith("layernorm"):  # also the one with both moments in one block
         return {3: F.layer_norm(f[0], (f[0].shape[1],), f[1], f[2], eps=1e-5)}
+    if name.startswith("cumsum"):
+        return {1: torch.cumsum(f[0], dim=1)}
+    if name.startswith("argmax"):
+        return {1: torch.argmax(f[0], dim=1).to(torch.int32)}
     if name.startswith("rmsnorm"):
         x = f[0]
         return {2: x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-6) * f[1]}
@@ -69,13 +73,15 @@ def make_args(case: dict) -> list:
             continue
         dtype = DTYPES[param["dtype"]]
         tensor = torch.randn(param["shape"], device="cuda", dtype=torch.float32).to(dtype)
-        if param["written"]:
-            tensor.fill_(float("nan"))  # poison: every element must be written
+        if param["written"]:  # poison: every element must be written
+            tensor.fill_(float("nan") if tensor.is_floating_point() else -12345)
         args.append(tensor)
     return args
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    if not out.is_floating_point():  # indices: exact
+        return float((out.long() != ref.long()).sum().item() > 0)
     if torch.isnan(out).any():
         return float("nan")
     diff = (out.double() - ref).norm().item()

@@ -5,11 +5,14 @@ import pytest
 
 from helpers import compile_and_check
 
+from argmax import make_argmax
 from attention_scores import make_attention_scores
 from batch_matmul import make_batch_matmul
 from conv2d_nhwc import make_conv2d_nhwc
+from cumsum import make_cumsum
 from elementwise import make_scale_shift_relu
 from layernorm import make_layernorm
+from layernorm_moments import make_layernorm_moments
 from matmul import make_matmul
 from matmul_bias_gelu import make_matmul_bias_gelu
 from max_pool2d import make_max_pool2d
@@ -31,6 +34,9 @@ CASES = {
     "transpose": lambda odd: make_transpose(67, 45) if odd else make_transpose(64, 128),
     "conv2d_nhwc": lambda odd: make_conv2d_nhwc(2, 9, 11, 19, 24) if odd else make_conv2d_nhwc(1, 8, 16, 16, 32),
     "max_pool2d": lambda odd: make_max_pool2d(2, 5, 17, 13) if odd else make_max_pool2d(1, 4, 17, 33),
+    "layernorm_moments": lambda odd: make_layernorm_moments(67, 45) if odd else make_layernorm_moments(32, 64, "float16"),
+    "cumsum": lambda odd: make_cumsum(67, 45) if odd else make_cumsum(32, 128),
+    "argmax": lambda odd: make_argmax(67, 45) if odd else make_argmax(32, 128),
 }
 
 
