@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import sym, tirx
 
-from tir_passes.nest import loop_sites, python_name
+from tir_passes.nest import loop_sites, python_name, unique_name
 from tir_passes.tile_contract import GRID, TILE, ContractError, LoopTile, loop_tile
 
 from .exprs import fold_binary
@@ -94,13 +94,7 @@ def _loop_names(loops: list[tirx.For], tiles: dict[int, LoopTile | None]) -> dic
     taken = {tile.axis for tile in tiles.values() if tile is not None and tile.role == TILE}
     names = {}
     for loop in loops:
-        base = python_name(loop.loop_var.name)
-        name, suffix = base, 1
-        while name in taken:
-            suffix += 1
-            name = f"{base}_{suffix}"
-        taken.add(name)
-        names[_key(loop.loop_var)] = name
+        names[_key(loop.loop_var)] = unique_name(python_name(loop.loop_var.name), taken)
     return names
 
 

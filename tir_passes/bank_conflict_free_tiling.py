@@ -27,6 +27,7 @@ from tvm import s_tir, tirx
 
 from .bank_conflicts import BANK_BYTES, BANKS, analyze, lower_for_cuda
 from .layout_proofs import injection_problems
+from .nest import element_bytes
 from .pass_util import s_tir_pass
 
 # the prefix of TVM's s_tir pipeline (tvm/s_tir/pipeline.py) that places shared buffers and
@@ -63,14 +64,14 @@ def _conflicts(mod: tvm.IRModule, buffer: str) -> tuple[int, int]:
 def _padded(func: tirx.PrimFunc, block: str, buf, pad: int) -> tvm.IRModule:
     sch = s_tir.Schedule(func)
     if pad:
-        elem = tvm.DataType(str(buf.dtype)).bits // 8
+        elem = element_bytes(buf.dtype)
         factor = BANKS * BANK_BYTES // elem
         sch.storage_align(sch.get_sblock(block), 0, axis=len(buf.shape) - 2, factor=factor, offset=pad)
     return sch.mod
 
 
 def _candidate_pads(buf) -> list[int]:
-    elem = tvm.DataType(str(buf.dtype)).bits // 8
+    elem = element_bytes(buf.dtype)
     per_word = max(1, BANK_BYTES // elem)
     pads, pad = [0], per_word
     while pad <= BANKS * BANK_BYTES // elem // 2:
@@ -146,7 +147,7 @@ def choose_padding(func: tirx.PrimFunc, block: str, buf) -> tuple[int, str]:
     problems = padded_layout_problems(shape, strides, allocated)
     if problems:
         return 0, f"{buf.name}: kept unpadded: a padding of {pad} element(s) was not proven ({'; '.join(problems)})"
-    elem = tvm.DataType(str(buf.dtype)).bits // 8
+    elem = element_bytes(buf.dtype)
     highest = sum((extent - 1) * stride for extent, stride in zip(shape, strides))
     return pad, (f"{buf.name}: rows padded by {pad} element(s) ({pad * elem} bytes per row of the staged tile): "
                  f"{before[2]} -> {worst} wavefront(s) per request at worst, {before[0]} -> {conflicts} conflicts per warp; "

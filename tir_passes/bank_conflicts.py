@@ -27,6 +27,8 @@ import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
+from .nest import element_bytes
+
 BANKS, BANK_BYTES, WARP = 32, 4, 32
 
 
@@ -151,7 +153,7 @@ class _KernelWalker:
 
     def _record(self, buf, indices, kind: str) -> None:
         index = indices[-1]
-        elem = tvm.DataType(str(buf.dtype)).bits // 8
+        elem = element_bytes(buf.dtype)
         lanes = int(index.lanes) if isinstance(index, tirx.Ramp) else 1
         threads = 1
         for _, extent in self.threads.values():

@@ -26,6 +26,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 
+from .errors import first_line
 from .nest import block_accesses, blocks_under, contraction_operands, element_bytes
 from .pass_util import root_block, s_tir_pass, top_level_statements
 from .tile_contract import LIMITS
@@ -70,15 +71,10 @@ def _inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions:
         try:
             sch.compute_inline(sch.get_sblock(block.name_hint))
         except ScheduleError as err:
-            decisions.append(f"keep {block.name_hint}: TVM cannot inline it ({_first_line(err)})")
+            decisions.append(f"keep {block.name_hint}: TVM cannot inline it ({first_line(err, 160)})")
             continue
         decisions.append(f"inline {block.name_hint} into its consumers (elementwise producer); "
                          f"{written[0].name} never reaches memory: saves {_traffic(written[0])}")
-
-
-def _first_line(err) -> str:
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip() and not ln.strip().startswith(("File", "note"))]
-    return lines[-1][:160] if lines else type(err).__name__
 
 
 def _identity_var(realize: s_tir.SBlockRealize, loop_var) -> tirx.Var | None:
@@ -197,7 +193,7 @@ def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions:
     try:
         sch.compute_at(sch.get_sblock(producer.name_hint), loop, preserve_unit_loops=False)
     except ScheduleError as err:
-        return f"TVM refuses ({_first_line(err)})"
+        return f"TVM refuses ({first_line(err, 160)})"
     stay = "stays" if len(kept) == 1 else "stay"
     decisions.append(f"fuse {producer.name_hint} into the nest of {consumer} over {depth} shared axis(es); "
                      f"{', '.join(buf.name for buf in kept)} {stay} in registers: saves {_traffic(*kept)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tvm_ffi
 from tvm import ir, sym, tirx
 
+from .nest import uses_var
 from .pass_util import s_tir_pass
 
 
@@ -24,15 +25,9 @@ def _shift_loop(loop: tirx.For) -> tirx.Stmt:
     shifted = loop.loop_var + loop.min
     analyzer = sym.Analyzer()
     body = tvm_ffi.structural_map(loop.body, (ir.Var, lambda v: shifted if v.same_as(loop.loop_var) else v))
-    body = tvm_ffi.structural_map(body, (tirx.Add, lambda e: analyzer.simplify(e) if _mentions(e, loop.loop_var) else e))
+    body = tvm_ffi.structural_map(body, (tirx.Add, lambda e: analyzer.simplify(e) if uses_var(e, loop.loop_var) else e))
     zero = tirx.const(0, loop.loop_var.ty.dtype)
     return tirx.For(loop.loop_var, zero, loop.extent, loop.kind, body, loop.thread_binding, loop.annotations)
-
-
-def _mentions(expr, var) -> bool:
-    found = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v.same_as(var))))
-    return any(found)
 
 
 def normalize_loop_starts(func: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -16,6 +16,7 @@ from tvm import tirx
 
 from .assumptions import is_assumption
 from .errors import UnsupportedConstructError
+from .nest import vars_of
 from .shape_reduction import ReducedCopy, reduced_copy
 
 # small odd sizes for symbolic shape variables, taken in parameter order
@@ -49,16 +50,11 @@ def shape_vars(func: tirx.PrimFunc) -> list[tirx.Var]:
     seen: list[tirx.Var] = []
     for buf in buffer_params(func):
         for dim in buf.shape:
-            for var in _vars_in(dim):
+            for var in vars_of(dim):
                 if not any(var.same_as(s) for s in seen):
                     seen.append(var)
     return seen
 
-
-def _vars_in(expr) -> list:
-    found: list = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
-    return found
 
 
 def serialize_threads(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -93,7 +89,7 @@ def specialize_shapes(func: tirx.PrimFunc, sizes: dict[str, int] | None = None) 
 
 
 def _vars_in_shape(buf) -> bool:
-    return any(_vars_in(dim) for dim in buf.shape)
+    return any(vars_of(dim) for dim in buf.shape)
 
 
 def _specialized_buffer(buf, bindings):
