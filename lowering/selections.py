@@ -6,10 +6,15 @@ before every element, so that a tie with the start value goes where the sequenti
 Each visit of the block reduces its tile of elements to one winner per output point, then merges
 that winner into the state with a generated combine function (tile_ir.SelectCombine):
 
-  key'      = where(valid, e, identity)        lanes outside the block's conditions, and NaN
-  position' = where(valid, position, loser)    keys, never win: the loser position loses every tie
+  key'      = where(valid, e, identity)        lanes outside the block's conditions never win:
+  position' = where(valid, position, loser)    the loser position loses every tie
   best      = max(key')                        over the reduction tile axes (min for arg-min)
   winner    = min(where(key' == best, position', loser))   the first best (max for "last")
+
+A NaN key beats every number, as in torch.argmax/argmin (the first NaN wins with "first"): a tile
+with a NaN has best NaN and picks among its NaN lanes; the combine function compares NaNs so too.
+TVM's llvm build keeps a NaN only when it is the last element (its comparisons with NaN are
+false); the numerics data sets hold no NaN, the NaN tests compare with torch.
   payload   = sum(where(position' == winner, new, 0))       the winner's value: one lane matches
   state     = combine(state, (best, payloads, winner))
 
@@ -102,10 +107,8 @@ def finish_state(lowering, state: SelectionState) -> None:
 
 
 def _valid(lowering, key: Expr) -> Expr | None:
-    """Where an element takes part: the block's conditions hold and its key is a number."""
+    """Where an element takes part: the block's conditions hold."""
     parts = [c.tile for c in lowering.conditions]
-    if _is_float(key.dtype):
-        parts.append(Binary("==", key, key, "bool", key.dims))
     valid = None
     for part in parts:
         valid = part if valid is None else Binary("and", valid, part, "bool", lowering.merge_dims(valid.dims, part.dims))
@@ -149,8 +152,7 @@ def _tile_winner(lowering, state: SelectionState, key: Expr, payloads: list[Expr
         candidate = _where(lowering, valid, position, _loser(combine))
     candidate_key = _named(lowering, "candidate_key", candidate_key)
     candidate = _named(lowering, "candidate_position", candidate)
-    best = _named(lowering, "best_key", _reduce(combine.kind, candidate_key, state.dims))
-    at_best = Binary("==", candidate_key, best, "bool", lowering.merge_dims(candidate_key.dims, best.dims))
+    best, at_best = _best(lowering, state, candidate_key, valid)
     winner = _reduce("min" if combine.tie == FIRST else "max", _where(lowering, at_best, candidate, _loser(combine)),
                      state.dims)
     winner = _named(lowering, "best_position", winner)
@@ -163,6 +165,27 @@ def _tile_winner(lowering, state: SelectionState, key: Expr, payloads: list[Expr
         one_hot = _where(lowering, is_winner, value, _zero(value))
         chosen.append(_named(lowering, f"best_{update.name}", _reduce("sum", one_hot, state.dims)))
     return (best, *chosen, winner)
+
+
+def _best(lowering, state: SelectionState, key: Reg, valid: Expr | None) -> tuple[Expr, Expr]:
+    """(the best key per output point, the lanes holding it); a NaN key is the best (torch)."""
+    combine = state.combine
+    if not _is_float(key.dtype):
+        best = _named(lowering, "best_key", _reduce(combine.kind, key, state.dims))
+        return best, Binary("==", key, best, "bool", lowering.merge_dims(key.dims, best.dims))
+    nan_lane = Binary("!=", key, key, "bool", key.dims)
+    if valid is not None:
+        nan_lane = Binary("and", nan_lane, valid, "bool", lowering.merge_dims(nan_lane.dims, valid.dims))
+    nan_lane = _named(lowering, "nan_key", nan_lane)
+    flags = _where(lowering, nan_lane, Const(1, "int8"), Const(0, "int8"))
+    any_nan = Binary(">", _reduce("max", flags, state.dims), Const(0, "int8"), "bool", state.dims)
+    any_nan = _named(lowering, "any_nan_key", any_nan)
+    numbers = _where(lowering, nan_lane, identity(combine.kind, key.dtype), key)
+    plain = _named(lowering, "best_number", _reduce(combine.kind, numbers, state.dims))
+    at_plain = Binary("==", numbers, plain, "bool", lowering.merge_dims(numbers.dims, plain.dims))
+    at_best = _where(lowering, any_nan, nan_lane, at_plain)
+    best = _named(lowering, "best_key", _where(lowering, any_nan, Const(float("nan"), key.dtype), plain))
+    return best, at_best
 
 
 def _zero(value: Expr) -> Const:

@@ -236,8 +236,23 @@ def scalar_arguments(func: tirx.PrimFunc, sizes: dict[str, int] | None = None) -
 
 
 def build_llvm(func: tirx.PrimFunc):
-    """TVM's CPU build of a PrimFunc with static shapes."""
-    return tvm.compile(tvm.IRModule({"main": func}), target="llvm")["main"]
+    """TVM's CPU build of a PrimFunc with static shapes, min and max propagating NaN."""
+    return tvm.compile(tvm.IRModule({"main": propagate_nan(func)}), target="llvm")["main"]
+
+
+def propagate_nan(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Float `min`/`max` that return NaN when either operand is NaN, as torch.minimum/maximum (and
+    the kernels) do. TVM's llvm build selects `a < b ? a : b`, which keeps a NaN only in the second
+    place; a max reduction then drops NaNs that come before the last element."""
+
+    def rewrite(node):
+        if not node.ty.dtype.startswith(("float", "bfloat")):
+            return node
+        nan = tirx.const(float("nan"), node.ty.dtype)
+        return tirx.Select(tirx.Or(tirx.isnan(node.a), tirx.isnan(node.b)), nan, node)
+
+    body = tvm_ffi.structural_map(func.body, [(tirx.Max, rewrite), (tirx.Min, rewrite)])
+    return func if body.same_as(func.body) else func.with_body(body)
 
 
 def run_built(entry, func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars: dict[str, object] | None = None) -> dict[str, np.ndarray]:

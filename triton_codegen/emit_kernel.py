@@ -87,9 +87,10 @@ BINARY_RULES = {  # one per op of lowering.ops.BINARY_OPS
                                  "&", "|", "^", "<<", ">>")},
     "and": _infix("&"),
     "or": _infix("|"),
-    # TVM's select: a NaN in a gives b, a NaN in b gives NaN (tl.minimum differs between GPU and interpreter)
-    "min": Formula("tl.where({a} < {b}, {a}, {b})"),
-    "max": Formula("tl.where({a} > {b}, {a}, {b})"),
+    # NaN propagates, as torch.minimum/maximum do (TVM's llvm build selects `a < b ? a : b` instead:
+    # docs/verification.md); integers ignore the flag
+    "min": Formula("tl.minimum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)"),
+    "max": Formula("tl.maximum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)"),
     "cdiv": Formula("tl.cdiv({a}, {b})"),
     # TIR rounds toward minus infinity; Triton's // and % truncate
     "floordiv": Formula("({a} // {b} - (({a} % {b} != 0) & (({a} < 0) != ({b} < 0))).to({dtype}))"),
@@ -114,10 +115,10 @@ _NAMED = (Load, Reduce, Scan, Dot, Where)
 _SCANS = {"sum": "tl.cumsum({x}, axis={axis})", "prod": "tl.cumprod({x}, axis={axis})",
           "max": "tl.associative_scan({x}, {axis}, _tir_maximum)", "min": "tl.associative_scan({x}, {axis}, _tir_minimum)"}
 # combine functions that tl.reduce / tl.associative_scan take, written once into a module that uses them;
-# max and min select as TVM does (BINARY_RULES)
+# max and min propagate NaN, as BINARY_RULES do
 HELPERS = {
-    "_tir_maximum": "@triton.jit\ndef _tir_maximum(a, b):\n    return tl.where(a > b, a, b)\n",
-    "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.where(a < b, a, b)\n",
+    "_tir_maximum": "@triton.jit\ndef _tir_maximum(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",
+    "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",
     "_tir_multiply": "@triton.jit\ndef _tir_multiply(a, b):\n    return a * b\n",
 }
 # Triton's reductions widen these (bf16 and 16-bit float sums to fp32, narrow integers to int32)
@@ -330,13 +331,22 @@ class KernelPrinter:
         return f"tl.load({pointer}, mask={mask}, other={other})"
 
     def _render_reduce(self, expr: Reduce) -> str:
-        text, dims = self.name_of(expr.x), list(expr.x.dims)
-        for axis in sorted((dims.index(a) for a in expr.axes), reverse=True):
-            if expr.kind == "prod":
+        x = self.name_of(expr.x)
+        axes = sorted((list(expr.x.dims).index(a) for a in expr.axes), reverse=True)
+        text = self._reduced(expr.kind, x, axes)
+        if expr.kind in ("max", "min") and expr.x.dtype.startswith(("float", "bfloat")):
+            # tl.max/tl.min drop NaN; torch.amax/amin propagate it: a NaN anywhere makes the result NaN
+            has_nan = self._reduced("max", f"({x} != {x}).to(tl.int8)", axes)
+            text = f'tl.where({has_nan} > 0, float("nan"), {text})'
+        return text
+
+    def _reduced(self, kind: str, text: str, axes: list[int]) -> str:
+        for axis in axes:
+            if kind == "prod":
                 self.helpers.add("_tir_multiply")
                 text = f"tl.reduce({text}, {axis}, _tir_multiply)"
             else:
-                text = f"tl.{expr.kind}({text}, axis={axis})"
+                text = f"tl.{kind}({text}, axis={axis})"
         return text
 
     def _render_scan(self, expr: Scan) -> str:
@@ -479,7 +489,12 @@ def emit_select_combine(combine: SelectCombine, src: Source) -> None:
     with src.block(f"def {combine.name}({', '.join(a + b)}):"):
         src.line(f'"""The {"larger" if combine.kind == "max" else "smaller"} key wins; of equal keys, the '
                  f'{"smaller" if combine.tie == "first" else "larger"} position."""')
-        src.line(f"a_wins = (key_a {better} key_b) | ((key_a == key_b) & (position_a {earlier} position_b))")
+        if combine.key_dtype.startswith(("float", "bfloat")):  # NaN beats every number, as in torch.argmax
+            src.line("nan_a, nan_b = key_a != key_a, key_b != key_b")
+            src.line(f"a_wins = (nan_a & ~nan_b) | (~nan_a & ~nan_b & (key_a {better} key_b)) | "
+                     f"(((key_a == key_b) | (nan_a & nan_b)) & (position_a {earlier} position_b))")
+        else:
+            src.line(f"a_wins = (key_a {better} key_b) | ((key_a == key_b) & (position_a {earlier} position_b))")
         src.line("return " + ", ".join(f"tl.where(a_wins, {x}, {y})" for x, y in zip(a, b)))
 
 

@@ -191,7 +191,7 @@ def nan_and_inf(A: T.Buffer((203,), "float32"), N: T.Buffer((203,), "bool"), I: 
             I[vi] = T.isinf(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))
             F[vi] = T.isfinite(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))
             O[vi] = T.Select(T.likely(T.isfinite(T.log(A[vi]) + T.exp(A[vi] * T.float32(100)))), A[vi], T.float32(-1))
-            # TVM's min and max are selects: a NaN operand wins only in the second place
+            # min and max propagate NaN as torch's do (TVM's are selects; the reference is rewritten to match)
             M[0, vi] = T.min(T.log(A[vi]), A[vi])
             M[1, vi] = T.min(A[vi], T.log(A[vi]))
             M[2, vi] = T.max(T.log(A[vi]), A[vi])

@@ -178,20 +178,19 @@ def test_argmax_over_two_axes_numbers_elements_row_major():
     np.testing.assert_array_equal(actual["A_red"], data.reshape(37, -1).argmax(axis=1))
 
 
-def test_nan_keys_never_win():
-    """Documented behaviour (TVM's sequential answer depends on where NaNs fall): NaN keys are
-    skipped; a row of NaNs keeps the init values."""
+def test_a_nan_key_wins_as_in_torch():
+    """Torch's rule (catalogue #29): the first NaN of a row is its arg-max, and the max is NaN; a
+    row without NaN is unchanged. (TVM's sequential answer depends on where NaNs fall.)"""
     func = make_hand_argmax(5, 9, True)
     kernel = compile(func)
     data = np.arange(45, dtype="float32").reshape(5, 9) % 4
-    data[0, 3] = data[1, 0] = np.nan
+    data[0, 3] = data[1, 0] = data[1, 5] = np.nan
     data[2, :] = np.nan
     idx, val = torch.zeros(5, dtype=torch.int32), torch.zeros(5)
     kernel(torch.from_numpy(data), idx, val, interpret=True)
-    numbers = np.where(np.isnan(data), -np.inf, data)
-    expected = np.where(np.isnan(data).all(axis=1), -1, numbers.argmax(axis=1))
-    np.testing.assert_array_equal(idx.numpy(), expected)
-    assert expected[2] == -1 and val[2] == np.finfo("float32").min
+    expected = torch.argmax(torch.from_numpy(data), dim=1)
+    np.testing.assert_array_equal(idx.numpy(), expected.numpy())
+    assert torch.equal(torch.isnan(val), torch.tensor([True, True, True, False, False]))
 
 
 @T.prim_func(s_tir=True)
@@ -244,12 +243,15 @@ kernel hand_argmax_kernel0  (blocks argmax; warps 4, stages 2)
   for k_0 in range(0, (45 cdiv BLOCK_K)):
       # block argmax (source line)
       element_key_4: float32<i,k> = A[((((i_0 * BLOCK_I) + arange(BLOCK_I)@i) * A_stride0) + (((k_0 * BLOCK_K) + arange(BLOCK_K)@k) * A_stride1)) if (((k_0 * BLOCK_K) + arange(BLOCK_K)@k) < 45)]
-      valid_5: bool<i,k> = ((((k_0 * BLOCK_K) + arange(BLOCK_K)@k) < 45) and (element_key_4 == element_key_4))
+      valid_5: bool<k> = (((k_0 * BLOCK_K) + arange(BLOCK_K)@k) < 45)
       candidate_key_6: float32<i,k> = where(valid_5, element_key_4, -inf)
-      candidate_position_7: int32<i,k> = where(valid_5, ((k_0 * BLOCK_K) + arange(BLOCK_K)@k), -2147483648)
-      best_key_8: float32<i> = max(candidate_key_6, over k)
-      best_position_9: int32<i> = max(where((candidate_key_6 == best_key_8), candidate_position_7, -2147483648), over k)
-      val_1, idx_2, position_3: (float32, int32, int32)<i> = select_max_last_float32_int32((val_1, idx_2, position_3), (best_key_8, best_position_9, best_position_9))
+      candidate_position_7: int32<k> = where(valid_5, ((k_0 * BLOCK_K) + arange(BLOCK_K)@k), -2147483648)
+      nan_key_8: bool<i,k> = ((candidate_key_6 != candidate_key_6) and valid_5)
+      any_nan_key_9: bool<i> = (max(where(nan_key_8, 1, 0), over k) > 0)
+      best_number_10: float32<i> = max(where(nan_key_8, -inf, candidate_key_6), over k)
+      best_key_11: float32<i> = where(any_nan_key_9, nan, best_number_10)
+      best_position_12: int32<i> = max(where(where(any_nan_key_9, nan_key_8, (where(nan_key_8, -inf, candidate_key_6) == best_number_10)), candidate_position_7, -2147483648), over k)
+      val_1, idx_2, position_3: (float32, int32, int32)<i> = select_max_last_float32_int32((val_1, idx_2, position_3), (best_key_11, best_position_12, best_position_12))
   val[(((i_0 * BLOCK_I) + arange(BLOCK_I)@i) * val_stride0)] = val_1
   idx[(((i_0 * BLOCK_I) + arange(BLOCK_I)@i) * idx_stride0)] = idx_2
 """
