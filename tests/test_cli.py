@@ -106,6 +106,25 @@ def test_dumps_and_kernels_are_identical_across_hash_seeds(tmp_path):
     assert outputs[0] == outputs[1]
 
 
+def test_module_and_manifest_are_identical_from_any_folder(tmp_path):
+    """The same PrimFunc built from two folders, from two working directories and under two hash
+    seeds gives byte-identical modules and manifests (no absolute paths, ids or set orders)."""
+    built = []
+    for index, seed in enumerate(("3", "4")):
+        folder = tmp_path / f"project{index}" / ("nested/" * index or ".")
+        folder.mkdir(parents=True)
+        source = folder / "softmax.py"
+        source.write_text(open(os.path.join(EXAMPLES, "softmax.py")).read())
+        (folder / "_check.py").write_text(open(os.path.join(EXAMPLES, "_check.py")).read())
+        out = tmp_path / f"out{index}"
+        done = subprocess.run([sys.executable, "-m", "triton_codegen.cli", "compile", str(source), "-o", str(out),
+                               "--no-verify"], capture_output=True, text=True, cwd=str(folder), timeout=300,
+                              env={**os.environ, "PYTHONPATH": ROOT, "PYTHONHASHSEED": seed})
+        assert done.returncode == 0, done.stderr
+        built.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    assert sorted(built[0]) == ["manifest.json", "softmax.py"] and built[0] == built[1]
+
+
 def test_compile_writes_module_and_manifest_and_checks(tmp_path):
     done = cli("compile", os.path.join(EXAMPLES, "rmsnorm.py"), "-o", str(tmp_path), "--check")
     assert done.returncode == 0, done.stderr
