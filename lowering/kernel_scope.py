@@ -22,7 +22,7 @@ from tir_passes.nest import loop_sites, python_name, unique_name
 from tir_passes.tile_contract import GRID, TILE, ContractError, LoopTile, loop_tile
 
 from .exprs import fold_binary
-from .tile_ir import Arange, Binary, Const, Expr, GridAxis, Scalar, TileDim
+from .tile_ir import Arange, Binary, Cast, Const, Expr, GridAxis, Scalar, TileDim
 
 
 @dataclass
@@ -156,9 +156,11 @@ def _plan_tile(scope: KernelScope, loop: tirx.For, tile: LoopTile, lower_scalar,
     name, block = tile.axis, tile.block
     arange = Arange(name, block)
     extent = lower_scalar(tile.extent)
+    dtype = str(loop.loop_var.ty.dtype)  # int64 when the axis is longer than int32 can count
     if tile.outer is not None:
         outer_plan = next(p for p in scope.plans.values() if p.partner_of == name)
-        start = Binary("*", Scalar(outer_plan.name, "int32"), Scalar(block, "int32"), "int32", ())
+        outer = Scalar(outer_plan.name, "int32")
+        start = Binary("*", outer if dtype == "int32" else Cast(outer, dtype, ()), Scalar(block, "int32"), dtype, ())
         hoisted = outer_plan.kind == GRID
     else:
         start = lower_scalar(loop.min)
@@ -166,7 +168,7 @@ def _plan_tile(scope: KernelScope, loop: tirx.For, tile: LoopTile, lower_scalar,
         if tile.size < (_static(loop.extent) or 0):
             raise ContractError(f"loop {loop.loop_var.name}", f"a whole tile of size {tile.size} cannot cover its "
                                 f"{loop.extent} iterations")
-    substitute = fold_binary("+", start, arange, "int32", (name,))
+    substitute = fold_binary("+", start, arange, start.dtype if start.dtype == "int64" else "int32", (name,))
     static_extent = _static(tile.extent)
     even = static_extent is not None and static_extent % tile.size == 0
     tail = None if even else Binary("<", substitute, extent, "bool", (name,))

@@ -209,7 +209,7 @@ def loop_tile(loop: tirx.For) -> LoopTile | None:
     extent = fields.get("extent")
     if extent is None:
         raise ContractError(where, "a tile axis needs its extent")
-    extent = tirx.const(extent, "int32") if isinstance(extent, int) else extent
+    extent = tirx.const(extent, loop.loop_var.ty.dtype) if isinstance(extent, int) else extent
     outer = fields.get("outer")
     return LoopTile(role, _text(fields.get("axis"), where, "axis"), _text(fields.get("block"), where, "block"),
                     size, extent, _text(outer, where, "outer") if outer is not None else None, carries)

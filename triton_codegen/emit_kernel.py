@@ -293,6 +293,8 @@ class KernelPrinter:
         inner = self.name_of(expr.x)
         if not expr.x.dims and isinstance(expr.x, Const):
             return f"tl.full([], {inner}, {TL_DTYPES[expr.dtype]})"
+        if isinstance(expr.x, Scalar):  # a loop index is a plain int in the interpreter: no .to()
+            return f"tl.cast({inner}, {TL_DTYPES[expr.dtype]})"
         if "bfloat16" in (expr.x.dtype, expr.dtype) and "float32" not in (expr.x.dtype, expr.dtype):
             # NOTE: Triton's interpreter converts bfloat16 from and to anything but float32 bit by bit
             inner = f"{inner}.to(tl.float32)"
