@@ -30,7 +30,7 @@ from tvm import tirx
 
 from tir_passes.errors import UnsupportedConstructError
 
-from .ops import BINARY_INTRINSICS, UNARY_INTRINSICS
+from .ops import BINARY_INTRINSICS, UNARY_INTRINSICS, fold
 from .tile_ir import Binary, Cast, Const, Expr, Unary, Where
 
 SUPPORTED_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -131,18 +131,23 @@ def _load(ctx, expr, guards) -> Expr:
     return ctx.load(expr, guards)
 
 
-_FOLDABLE = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}
-
-
 def _is_const(expr: Expr, value) -> bool:
     return isinstance(expr, Const) and not expr.dims and not isinstance(expr.value, bool) and expr.value == value
 
 
+def _scalar_const(expr: Expr) -> bool:
+    return isinstance(expr, Const) and not expr.dims
+
+
 def fold_binary(op: str, a: Expr, b: Expr, dtype: str, dims: tuple[str, ...]) -> Expr:
-    """Binary with the constant folding the substitutions need (`0 * 128 + t` -> `t`)."""
+    """Binary with its constants folded: two constants give a constant (a condition that folds
+    must never reach the kernel as a Python expression: `~(0 == 0)` is -2, which is true), and
+    the identities the substitutions leave (`0 * 128 + t` -> `t`)."""
+    if _scalar_const(a) and _scalar_const(b):
+        folded = fold_constants(op, a, b, dtype)
+        if folded is not None:
+            return folded
     integral = dtype.startswith(("int", "uint"))
-    if integral and op in _FOLDABLE and isinstance(a, Const) and isinstance(b, Const) and not a.dims and not b.dims:
-        return Const(_FOLDABLE[op](a.value, b.value), dtype)
     if op == "+" and _is_const(a, 0) and b.dtype == dtype:
         return b
     if op in ("+", "-") and _is_const(b, 0) and a.dtype == dtype:
@@ -154,6 +159,12 @@ def fold_binary(op: str, a: Expr, b: Expr, dtype: str, dims: tuple[str, ...]) ->
     if op == "*" and integral and (_is_const(a, 0) or _is_const(b, 0)):
         return Const(0, dtype)
     return Binary(op, a, b, dtype, dims)
+
+
+def fold_constants(op: str, a: Const, b: Const, dtype: str) -> Const | None:
+    """`a op b` as a constant, computed as TVM's build would (ops.fold), or None."""
+    value = fold(op, a.value, b.value, a.dtype, dtype)
+    return None if value is None else Const(value, dtype)
 
 
 def binary(ctx, op: str, a: Expr, b: Expr, dtype: str) -> Expr:
@@ -202,6 +213,8 @@ def _floor_div_mod(ctx, expr, guards) -> Expr:
 @rule(tirx.Not)
 def _not(ctx, expr, guards) -> Expr:
     x = lower_expr(ctx, expr.a, guards)
+    if _scalar_const(x):
+        return Const(not x.value, "bool")
     return Unary("not", x, "bool", x.dims)
 
 
@@ -214,6 +227,8 @@ def _bitnot(ctx, expr, guards) -> Expr:
 @rule(tirx.Select)
 def _select(ctx, expr, guards) -> Expr:
     cond = lower_expr(ctx, expr.condition, guards)
+    if _scalar_const(cond):  # a condition that folded: the one value it picks
+        return operand(ctx, expr.true_value if cond.value else expr.false_value, guards)
     # Select evaluates both sides: loads in them need no extra guard
     a, b = operand(ctx, expr.true_value, guards), operand(ctx, expr.false_value, guards)
     return Where(cond, a, b, compute_dtype(dtype_of(expr)), ctx.merge_dims(cond.dims, a.dims, b.dims))
@@ -286,6 +301,8 @@ def _call(ctx, expr, guards) -> Expr:
 def _if_then_else(ctx, expr, guards) -> Expr:
     cond_tir, then_tir, else_tir = expr.args
     cond = lower_expr(ctx, cond_tir, guards)
+    if _scalar_const(cond):  # a condition that folded: only the taken side exists (and is read)
+        return operand(ctx, then_tir if cond.value else else_tir, guards)
     # only the taken side may be read: loads of each side are masked by its condition
     a = operand(ctx, then_tir, guards + (cond_tir,))
     b = operand(ctx, else_tir, guards + (tirx.Not(cond_tir),))

@@ -12,6 +12,10 @@ against), not numpy's: `round` is llvm.nearbyint there, so it rounds half to eve
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 UNARY_OPS = {
     "not": "logical not of a bool",
     "bitnot": "bitwise not of an integer",
@@ -73,3 +77,48 @@ UNARY_INTRINSICS = {
 BINARY_INTRINSICS = {"pow": "pow", "fmod": "fmod", "copysign": "copysign"}
 
 assert set(UNARY_INTRINSICS.values()) <= set(UNARY_OPS) and set(BINARY_INTRINSICS.values()) <= set(BINARY_OPS)
+
+
+def _wrap(value: int, dtype: str) -> int:
+    """`value` as the integer dtype holds it (two's complement wraps, as TVM's build does)."""
+    bits = int("".join(ch for ch in dtype if ch.isdigit()) or 32)
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if dtype.startswith("int") and value >= 1 << (bits - 1) else value
+
+
+def _truncdiv(x: int, y: int) -> int:
+    quotient = abs(x) // abs(y)
+    return quotient if (x >= 0) == (y >= 0) else -quotient
+
+
+_INTEGER_FOLDS = {
+    "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+    "//": _truncdiv, "%": lambda x, y: x - _truncdiv(x, y) * y,
+    "floordiv": lambda x, y: x // y, "floormod": lambda x, y: x % y, "cdiv": lambda x, y: -(-x // y),
+    "min": min, "max": max, "&": lambda x, y: x & y, "|": lambda x, y: x | y, "^": lambda x, y: x ^ y,
+    "<<": lambda x, y: x << y, ">>": lambda x, y: x >> y,
+}
+_FLOAT_FOLDS = {
+    "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y, "/": lambda x, y: x / y,
+    "min": lambda x, y: x if math.isnan(x) or x < y else y, "max": lambda x, y: x if math.isnan(x) or x > y else y,
+    "fmod": math.fmod, "pow": math.pow, "copysign": math.copysign,
+}
+_COMPARISONS = {"<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
+                ">=": lambda x, y: x >= y, "==": lambda x, y: x == y, "!=": lambda x, y: x != y,
+                "and": lambda x, y: bool(x) and bool(y), "or": lambda x, y: bool(x) or bool(y)}
+
+
+def fold(op: str, x, y, operand_dtype: str, dtype: str):
+    """`x op y` of two constants, with TIR's meaning of `op` in `dtype`; None when it is not
+    foldable here (division by zero, an op without a rule, a value the dtype cannot hold)."""
+    try:
+        if op in _COMPARISONS:
+            return bool(_COMPARISONS[op](x, y))
+        if dtype.startswith(("int", "uint")) and op in _INTEGER_FOLDS:
+            return _wrap(int(_INTEGER_FOLDS[op](int(x), int(y))), dtype)
+        if dtype in ("float16", "float32", "float64") and op in _FLOAT_FOLDS:
+            narrow = np.dtype(dtype).type  # round as the dtype does (TVM computes half per op too)
+            return float(narrow(_FLOAT_FOLDS[op](float(narrow(x)), float(narrow(y)))))
+    except (ZeroDivisionError, ValueError, OverflowError):
+        return None
+    return None

@@ -77,15 +77,20 @@ def _is_reduction_update(site: _Site, other: _Site, loop: tirx.For) -> bool:
                for a in accesses)
 
 
-def _addresses(site: _Site, fixed: set[int], rename: bool) -> tuple[list, list[tuple[tirx.Var, tirx.For]]]:
-    """The site's indices over loop variables, and (variable, loop whose range it has) for each
-    loop around it; with `rename`, the loops that are not fixed get fresh copies."""
+def _addresses(site: _Site, fixed: set[int], rename: bool) -> tuple[list, object, list[tuple[tirx.Var, tirx.For]]]:
+    """The site's indices and its block's predicate over loop variables, and (variable, loop whose
+    range it has) for each loop around it; with `rename`, the loops that are not fixed get fresh
+    copies."""
     fresh = {l.loop_var.__chandle__(): tirx.Var(l.loop_var.name + "'", l.loop_var.ty.dtype)
              for l in site.loops if rename and l.loop_var.__chandle__() not in fixed}
-    indices = [tvm_ffi.structural_map(substitute_bindings(i, site.realize),
+
+    def over_loops(expr):
+        return tvm_ffi.structural_map(substitute_bindings(expr, site.realize),
                                       (tirx.Var, lambda v: fresh.get(v.__chandle__(), v)))
-               for i in site.access.indices]
-    return indices, [(fresh.get(l.loop_var.__chandle__(), l.loop_var), l) for l in site.loops]
+
+    indices = [over_loops(i) for i in site.access.indices]
+    return indices, over_loops(site.realize.predicate), [(fresh.get(l.loop_var.__chandle__(), l.loop_var), l)
+                                                         for l in site.loops]
 
 
 def _differ(analyzer: sym.Analyzer, first: list, second: list) -> bool:
@@ -93,19 +98,22 @@ def _differ(analyzer: sym.Analyzer, first: list, second: list) -> bool:
 
 
 def _independent(loop: tirx.For, write: _Site, other: _Site, fixed: set[int]) -> bool:
+    """No two different iterations of `loop` in which both blocks run (their predicates hold)
+    address one element."""
     if len(write.access.indices) != len(other.access.indices):
         return False
-    first, first_vars = _addresses(write, fixed, rename=False)
-    second, second_vars = _addresses(other, fixed, rename=True)
+    first, first_runs, first_vars = _addresses(write, fixed, rename=False)
+    second, second_runs, second_vars = _addresses(other, fixed, rename=True)
     analyzer = sym.Analyzer()
     for var, ranged_like in first_vars + second_vars:
         analyzer.bind(var, tvm.ir.Range.from_min_extent(ranged_like.min, ranged_like.extent))
     here = loop.loop_var
     there = next(var for var, l in second_vars if l.same_as(loop))
-    for order in (here < there, here > there):
-        with analyzer.constraint_scope(order):
-            if not _differ(analyzer, first, second):
-                return False
+    with analyzer.constraint_scope(tirx.And(first_runs, second_runs)):
+        for order in (here < there, here > there):
+            with analyzer.constraint_scope(order):
+                if not _differ(analyzer, first, second):
+                    return False
     return True
 
 

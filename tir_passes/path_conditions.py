@@ -21,6 +21,8 @@ from contextlib import ExitStack
 
 from tvm import sym, tirx
 
+from .nest import conjuncts
+
 MAX_CASES = 64
 
 _NEGATED = {tirx.LT: tirx.GE, tirx.LE: tirx.GT, tirx.GT: tirx.LE, tirx.GE: tirx.LT}
@@ -50,7 +52,10 @@ def _proven_in_case(analyzer: sym.Analyzer, claim, case: list) -> bool:
             if analyzer.can_prove(tirx.Not(condition)):
                 return True  # the case contradicts what is known: it never executes
             scopes.enter_context(analyzer.constraint_scope(condition))
-        return analyzer.can_prove(claim) or analyzer.can_prove(claim, sym.ProofStrength.SYMBOLIC_BOUND)
+        # NOTE: each conjunct alone: the solver proves `0 <= n - 1 - v` and `n - 1 - v < n` for v in
+        # [0, n), but not their conjunction
+        return all(analyzer.can_prove(part) or analyzer.can_prove(part, sym.ProofStrength.SYMBOLIC_BOUND)
+                   for part in conjuncts(claim))
 
 
 def _dnf(expr, positive: bool) -> list[list] | None:

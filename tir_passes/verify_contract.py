@@ -104,8 +104,11 @@ def _tile_problems(analyzer: sym.Analyzer, loop: tirx.For, tile: LoopTile, enclo
 
 
 def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, outer) -> list[str]:
-    """The block's predicate bounds the split axis exactly where the tile's extent says."""
-    tails = [c for c in conjuncts(realize.predicate) if loop.loop_var.name in {v.name for v in vars_of(c)}]
+    """The block's predicate bounds the split axis exactly where the tile's extent says: its tail
+    conjunct, `outer * size + inner < E`, has E the tile's extent (other conjuncts are the
+    program's own conditions, which the kernel masks with like any predicate)."""
+    tails = [c for c in conjuncts(realize.predicate)
+             if isinstance(c, tirx.LT) and analyzer.can_prove_equal(c.a, position)]
     inside = position < tile.extent
     if not tails:
         if analyzer.can_prove(outer.extent * tile.size <= tile.extent, PROOF):

@@ -246,6 +246,8 @@ class KernelPrinter:
         return expr.name
 
     def _render_unary(self, expr: Unary) -> str:
+        if expr.op == "not" and not expr.x.dims:  # `~True` is -2 when the interpreter hands over a Python bool
+            return f"({self.name_of(expr.x)} == 0)"
         return self._formula(UNARY_RULES[expr.op], {"x": expr.x}, expr.dtype, expr.dims)
 
     def _render_binary(self, expr: Binary) -> str:
@@ -293,7 +295,7 @@ class KernelPrinter:
         inner = self.name_of(expr.x)
         if not expr.x.dims and isinstance(expr.x, Const):
             return f"tl.full([], {inner}, {TL_DTYPES[expr.dtype]})"
-        if isinstance(expr.x, Scalar):  # a loop index is a plain int in the interpreter: no .to()
+        if not expr.x.dims:  # loop indices and scalar arguments are plain numbers in the interpreter
             return f"tl.cast({inner}, {TL_DTYPES[expr.dtype]})"
         if "bfloat16" in (expr.x.dtype, expr.dtype) and "float32" not in (expr.x.dtype, expr.dtype):
             # NOTE: Triton's interpreter converts bfloat16 from and to anything but float32 bit by bit
@@ -305,8 +307,8 @@ class KernelPrinter:
             return None
         tiles = [self.render(m, dims) for m in mask if m.dims]
         scalars = [self.name_of(m) for m in mask if not m.dims]
-        if not tiles:
-            return " & ".join(scalars)
+        if not tiles:  # a condition on loop indices is a Python bool in the interpreter: make it a tensor
+            return "tl.full([], 1, tl.int1) & " + " & ".join(f"({s})" for s in scalars)
         text = " & ".join(tiles)
         for scalar in scalars:  # a scalar condition gates a tile mask (and stays int1 everywhere)
             text = f"tl.where({scalar}, {text}, False)"
