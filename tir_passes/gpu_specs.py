@@ -1,4 +1,5 @@
-"""The GPUs the tiling model knows: what bounds a tile's size on each of them."""
+"""The GPUs the tiling model knows: what bounds a tile's size on each of them, and the ceilings a
+roofline of their measured kernels is drawn against (triton_codegen/report)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ class GpuSpec:
     registers_per_sm: int         # 32-bit registers
     shared_memory_per_block: int  # bytes usable by one program (opt-in maximum)
     memory_bandwidth_gbs: float   # datasheet HBM/GDDR bandwidth
+    # roofline ceilings, where known: a device-to-device copy as measured (read + write bytes; what a
+    # bandwidth-bound kernel can reach, below the datasheet) and the dense fp16 tensor-core peak
+    copy_bandwidth_gbs: float | None = None
+    fp16_tensor_tflops: float | None = None
 
     def tile_element_budget(self, element_bytes: int, num_warps: int) -> int:
         """Elements one program may hold in registers: about a quarter of its registers."""
@@ -24,9 +29,10 @@ class GpuSpec:
 
 GPUS = {
     "A10G": GpuSpec("A10G", 86, 80, 65536, 99 * 1024, 600.0),
-    "A100": GpuSpec("A100", 80, 108, 65536, 163 * 1024, 2039.0),
-    "H100": GpuSpec("H100", 90, 132, 65536, 227 * 1024, 3350.0),
-    "H200": GpuSpec("H200", 90, 132, 65536, 227 * 1024, 4800.0),
+    "A100": GpuSpec("A100", 80, 108, 65536, 163 * 1024, 2039.0, fp16_tensor_tflops=312.0),
+    "H100": GpuSpec("H100", 90, 132, 65536, 227 * 1024, 3350.0, fp16_tensor_tflops=989.4),
+    # copy measured on the H200 the benchmarks ran on (docs/benchmarks.md)
+    "H200": GpuSpec("H200", 90, 132, 65536, 227 * 1024, 4800.0, copy_bandwidth_gbs=4270.0, fp16_tensor_tflops=989.4),
 }
 
 

@@ -47,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="compile with every check, run the kernel against TVM, and compile it for sm_90/sm_80")
     _add_target(verify)
 
+    report = commands.add_parser("report", help="compile with every check and write one self-contained HTML report")
+    _add_target(report)
+    report.add_argument("-o", "--out", required=True, metavar="REPORT.html", help="the page to write")
+    report.add_argument("--results", metavar="FILE.json", help="GPU benchmark results (benchmarks/run_gpu.py's JSON) "
+                        "to place the kernel under the roofline; the entry named after the PrimFunc is used")
+    report.add_argument("--result", metavar="NAME", help="the entry of --results to use, when its name differs")
+
     banks = commands.add_parser("bank-conflicts", help="shared-memory bank-conflict report of a CUDA-style schedule")
     banks.add_argument("target", metavar="FILE.py[:FUNC]", help="a file with an S-TIR PrimFunc or IRModule with thread bindings")
     banks.add_argument("--fix", action="store_true", help="also report after BankConflictFreeTiling")
@@ -135,6 +142,17 @@ def cmd_verify(args) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_report(args) -> int:
+    from triton_codegen.report import build_report, write_report
+
+    report = build_report(args.target, gpu=args.gpu, results=args.results, result_name=args.result)
+    path = write_report(report, args.out)
+    stages = len(report.kernel.pipeline.stages)
+    print(f"wrote {path} ({report.kernel.name}: {stages} stages, {len(report.kernel.program.kernels)} kernel(s))")
+    print(report.benchmark.note)
+    return 0
+
+
 def cmd_bank_conflicts(args) -> int:
     from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling
     from tir_passes.bank_conflicts import analyze, format_report
@@ -157,7 +175,7 @@ def cmd_tune(args) -> int:
 
 
 COMMANDS = {"passes": cmd_passes, "diff": cmd_diff, "list-passes": cmd_list_passes, "compile": cmd_compile,
-            "verify": cmd_verify, "tune": cmd_tune, "bank-conflicts": cmd_bank_conflicts}
+            "verify": cmd_verify, "report": cmd_report, "tune": cmd_tune, "bank-conflicts": cmd_bank_conflicts}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,144 @@
+"""Each pass's decisions, read back from the annotations it left in the final IR.
+
+  LoopFusion              root "fusion.decisions": one line per fusion taken or refused, with the
+                          global-memory bytes it saves
+  BufferLayout            root "layout.decisions": one line per intermediate, permuted or kept
+  BankConflictFreeTiling  block "bank.decision": the padding of a shared staging tile, and why
+  Tiling                  the typed contract (loop "tile", "tile.kernel", block "tile.dot" and
+                          "tile.scan"), read through tile_contract's readers, and the root
+                          "tile.decisions" reasons, one or more lines per kernel
+
+Assumes: the module is the pipeline's final one. Every pass keeps the annotations of the passes
+before it (Tiling runs last for that reason, docs/pipeline.md), so one module holds them all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import tvm
+from tvm import tirx
+
+from tir_passes.nest import loops_under, realizes_under
+from tir_passes.pass_util import root_block, top_level_statements
+from tir_passes.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark,
+                                      dot_mark, kernel_tile, loop_tile, scan_mark)
+
+# written by loop_fusion.py, buffer_layout.py and bank_conflict_free_tiling.py
+FUSION_KEY, LAYOUT_KEY, BANK_KEY = "fusion.decisions", "layout.decisions", "bank.decision"
+
+_SAVED_BYTES = re.compile(r"saves (\d+) bytes")
+_KERNEL_LINE = re.compile(r"^kernel (\d+)\b")
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    text: str
+    taken: bool
+    bytes_saved: int | None   # None: refused, or a symbolic size ("the global round trip")
+
+
+@dataclass(frozen=True)
+class TiledLoop:
+    name: str
+    iterations: str   # the loop's extent in the IR
+    tile: LoopTile
+
+
+@dataclass(frozen=True)
+class KernelDecision:
+    """What Tiling decided for one kernel (one statement under the root block)."""
+
+    index: int
+    blocks: tuple[str, ...]
+    kernel: KernelTile | None
+    loops: tuple[TiledLoop, ...]           # outermost first
+    dots: tuple[tuple[str, DotMark], ...]  # (block, mark)
+    scans: tuple[tuple[str, ScanMark], ...]
+    reasons: tuple[str, ...]               # its "tile.decisions" lines
+
+    def loops_with_role(self, role: str) -> tuple[TiledLoop, ...]:
+        return tuple(loop for loop in self.loops if loop.tile.role == role)
+
+    @property
+    def program_ids(self) -> tuple[TiledLoop, ...]:
+        return self.loops_with_role(GRID)
+
+    @property
+    def serial(self) -> tuple[TiledLoop, ...]:
+        return self.loops_with_role(SERIAL)
+
+    @property
+    def tile_axes(self) -> tuple[TiledLoop, ...]:
+        return self.loops_with_role(TILE)
+
+    @property
+    def dependences(self) -> tuple[TiledLoop, ...]:
+        """Loops that carry a dependence (which is why they are serial)."""
+        return tuple(loop for loop in self.loops if loop.tile.carries)
+
+
+@dataclass(frozen=True)
+class Decisions:
+    fusion: tuple[FusionDecision, ...]
+    layout: tuple[str, ...]
+    bank: tuple[tuple[str, str], ...]   # (block, decision)
+    kernels: tuple[KernelDecision, ...]
+
+    @property
+    def fusion_bytes_saved(self) -> int:
+        return sum(d.bytes_saved or 0 for d in self.fusion)
+
+
+def read_decisions(mod: tvm.IRModule) -> Decisions:
+    func = mod["main"]
+    root = root_block(func)
+    statements = top_level_statements(func)
+    reasons = _root_lines(root, DECISIONS_KEY)
+    kernels = tuple(kernel for index, stmt in enumerate(statements)
+                    if (kernel := _kernel_decision(index, stmt, reasons)) is not None)
+    return Decisions(tuple(_fusion_decision(text) for text in _root_lines(root, FUSION_KEY)),
+                     _root_lines(root, LAYOUT_KEY), _bank_decisions(statements), kernels)
+
+
+def _root_lines(root, key: str) -> tuple[str, ...]:
+    value = root.annotations.get(key) if root.annotations else None
+    return tuple(str(line) for line in value) if value is not None else ()
+
+
+def _fusion_decision(text: str) -> FusionDecision:
+    taken = text.startswith(("inline ", "fuse "))
+    saved = _SAVED_BYTES.search(text)
+    return FusionDecision(text, taken, int(saved.group(1)) if taken and saved else None)
+
+
+def _bank_decisions(statements) -> tuple[tuple[str, str], ...]:
+    return tuple((realize.block.name_hint, str(realize.block.annotations[BANK_KEY]))
+                 for stmt in statements for realize in realizes_under(stmt) if BANK_KEY in realize.block.annotations)
+
+
+def _kernel_decision(index: int, stmt, reasons: tuple[str, ...]) -> KernelDecision | None:
+    """The statement's decisions, or None when Tiling left it alone (a CUDA-style schedule)."""
+    loops = tuple(TiledLoop(loop.loop_var.name, str(loop.extent), tile)
+                  for loop in loops_under(stmt) if (tile := loop_tile(loop)) is not None)
+    realizes = realizes_under(stmt)
+    kernel = next((k for node in [*loops_under(stmt), *realizes] if (k := kernel_tile(node)) is not None), None)
+    if not loops and kernel is None:
+        return None
+    blocks = [r.block for r in realizes]
+    return KernelDecision(
+        index, tuple(b.name_hint for b in blocks), kernel, loops,
+        tuple((b.name_hint, mark) for b in blocks if (mark := dot_mark(b)) is not None),
+        tuple((b.name_hint, mark) for b in blocks if (mark := scan_mark(b)) is not None),
+        tuple(line for line in reasons if _kernel_of(line) == index))
+
+
+def _kernel_of(line: str) -> int | None:
+    match = _KERNEL_LINE.match(line)
+    return int(match.group(1)) if match else None
+
+
+def extent_text(extent) -> str:
+    """A tile axis's extent as the IR writes it (an int, or a symbolic expression)."""
+    return str(extent.value) if isinstance(extent, tirx.IntImm) else str(extent)

@@ -1,0 +1,141 @@
+"""Build the report page: compile with every check, gather what the page shows, render it.
+
+`build_report` compiles the target as `compile(verify=True)` does, with the stage dumps in a
+temporary folder (they are what the diffs compare), and `render_report` turns a compiled kernel,
+its stage scripts and an optional benchmark placement into one self-contained HTML page
+(templates/page.html.j2, inline CSS, the plot as a data URI: nothing is fetched when it opens).
+Everything on the page is in a fixed order; only the timings (class "time") change between runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import tempfile
+from dataclasses import dataclass
+
+import jinja2
+from markupsafe import Markup
+
+from tir_passes import dump
+from tir_passes.errors import FrontendError
+from tir_passes.frontend import load_target, split_target
+from tir_passes.gpu_specs import gpu_spec
+from tir_passes.pipeline import CHECKS
+
+from ..compile import TritonKernel, compile
+from ..emit_module import VERSION
+from .code import (CODE_CLASS, SideBySide, highlight_css, highlighted_lines, python_lexer, side_by_side,
+                   tile_program_lexer)
+from .decisions import Decisions, KernelDecision, extent_text, read_decisions
+from .roofline import Ceilings, Placement, ResultsFile, find_result, load_results, roofline_png
+
+
+@dataclass(frozen=True)
+class StageView:
+    index: int
+    name: str
+    changed: bool
+    pass_ms: float
+    verify_ms: float
+    checks: tuple[tuple[str, str], ...]   # (check, "ok" | "FAILED"), in CHECKS order
+    diff: SideBySide                      # against the previous stage
+
+
+@dataclass(frozen=True)
+class KernelView:
+    decision: KernelDecision
+    triton_name: str | None   # the generated @triton.jit function that runs it
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """What the performance section shows: a placement and its plot, or why there is none."""
+
+    placement: Placement | None
+    note: str
+    plot_uri: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    html: str
+    kernel: TritonKernel
+    benchmark: Benchmark
+
+
+def build_report(target: str, *, gpu: str = "H200", results: str | None = None,
+                 result_name: str | None = None) -> Report:
+    """Compile `FILE.py[:FUNC]` with every check and render its report."""
+    if result_name is not None and results is None:
+        raise FrontendError("--result names an entry of a results file: pass the file with --results FILE.json")
+    spec = gpu_spec(gpu)
+    mod, _ = load_target(target)
+    # before compiling, so that a bad results file or entry fails at once
+    benchmark = find_benchmark(str(mod["main"].attrs["global_symbol"]), Ceilings.of(spec),
+                               load_results(results) if results is not None else None, result_name)
+    with tempfile.TemporaryDirectory(prefix="tir-triton-report-") as dumps:
+        kernel = compile(mod, dump_dir=dumps, verify=True, gpu=gpu)
+        scripts = {index: dump.read_stage_script(path) for index, _, path in dump.list_stages(dumps)}
+    path, func = split_target(target)
+    source = os.path.basename(path) + (f":{func}" if func else "")
+    return Report(render_report(kernel, scripts, source=source, gpu=spec.name, benchmark=benchmark), kernel, benchmark)
+
+
+def write_report(report: Report, out: str) -> str:
+    try:
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(report.html)
+    except OSError as err:
+        raise FrontendError(f"cannot write the report {out}: {err.strerror or err}") from None
+    return out
+
+
+def find_benchmark(name: str, ceilings: Ceilings, results: ResultsFile | None, result_name: str | None) -> Benchmark:
+    if results is None:
+        return Benchmark(None, "No GPU benchmark result given: pass --results FILE.json (what benchmarks/run_gpu.py "
+                               f"writes) to place this kernel under the {ceilings.gpu}'s roofline.")
+    result = find_result(results.entries, name, result_name)
+    if result is None:
+        return Benchmark(None, f"No entry of {results.name} is named after '{name}' (entries: "
+                               f"{', '.join(r.name for r in results.entries)}): pick one with --result NAME.")
+    placement = Placement(result, ceilings)
+    uri = "data:image/png;base64," + base64.b64encode(roofline_png(placement)).decode("ascii")
+    return Benchmark(placement, f"Entry {result.name} of {results.name}, measured at that case's own size.", uri)
+
+
+def stage_views(kernel: TritonKernel, scripts: dict[int, str]) -> list[StageView]:
+    lexer = python_lexer()
+    return [StageView(stage.index, stage.name, stage.changed, stage.seconds * 1e3, stage.verify_seconds * 1e3,
+                      tuple((check, stage.checks[check]) for check in CHECKS if check in stage.checks),
+                      side_by_side(scripts[stage.index - 1], scripts[stage.index], lexer))
+            for stage in kernel.pipeline.stages]
+
+
+def kernel_views(kernel: TritonKernel, decisions: Decisions) -> list[KernelView]:
+    by_blocks = {frozenset(k.source_blocks): k.name for k in kernel.program.kernels}
+    return [KernelView(d, by_blocks.get(frozenset(d.blocks))) for d in decisions.kernels]
+
+
+def render_report(kernel: TritonKernel, scripts: dict[int, str], *, source: str, gpu: str,
+                  benchmark: Benchmark) -> str:
+    decisions = read_decisions(kernel.tir)
+    stages = stage_views(kernel, scripts)
+    return _environment().get_template("page.html.j2").render(
+        name=kernel.name, source=source, gpu=gpu, version=VERSION, kernel=kernel, stages=stages,
+        verified=all(status == "ok" for stage in stages for _, status in stage.checks),
+        numerics=kernel.pipeline.numerics.describe(),
+        check=kernel.check_report, decisions=decisions, kernels=kernel_views(kernel, decisions),
+        input_lines=highlighted_lines(scripts[0], python_lexer()),
+        tile_lines=highlighted_lines(kernel.tile_ir, tile_program_lexer()),
+        triton_lines=highlighted_lines(kernel.source, python_lexer()),
+        benchmark=benchmark, code_class=CODE_CLASS, highlight_css=Markup(highlight_css()))
+
+
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("triton_codegen.report", "templates"),
+                                     autoescape=True, undefined=jinja2.StrictUndefined,
+                                     trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    environment.filters["thousands"] = lambda number: f"{number:,}"
+    environment.filters["extent"] = extent_text
+    return environment
