@@ -31,7 +31,7 @@ from . import selections
 from .exprs import accumulator_dtype, cast, identity, lower_expr
 from .fold_order import fold_order_problem
 from .reduction_forms import Combiner, reduction_form
-from .tile_ir import Assign, Binary, Const, Dot, Expr, Reduce, Reg, Where
+from .tile_ir import Assign, Binary, Const, Dot, Expr, HeldInRegisters, Reduce, Where
 
 
 def combine(kind: str, acc: Expr, value: Expr, dims) -> Expr:
@@ -40,7 +40,7 @@ def combine(kind: str, acc: Expr, value: Expr, dims) -> Expr:
 
 
 @dataclass
-class Accumulator:
+class Accumulator(HeldInRegisters):
     realize: s_tir.SBlockRealize
     store: tirx.BufferStore
     kind: str
@@ -48,10 +48,6 @@ class Accumulator:
     name: str
     dtype: str
     dims: tuple[str, ...]
-
-    @property
-    def reg(self) -> Reg:
-        return Reg(self.name, self.dtype, self.dims)
 
 
 @dataclass

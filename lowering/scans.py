@@ -25,21 +25,17 @@ from tir_passes.tile_contract import ContractError, ScanMark, scan_mark
 
 from .exprs import lower_expr
 from .reductions import accumulator_dtype, cast, combine, identity
-from .tile_ir import Assign, Reduce, Reg, Scan, Where
+from .tile_ir import Assign, HeldInRegisters, Reduce, Scan, Where
 
 
 @dataclass
-class Carry:
+class Carry(HeldInRegisters):
     realize: s_tir.SBlockRealize
     mark: ScanMark
     form: ScanForm
     name: str
     dtype: str
     dims: tuple[str, ...]
-
-    @property
-    def reg(self) -> Reg:
-        return Reg(self.name, self.dtype, self.dims)
 
 
 def _form(realize: s_tir.SBlockRealize, mark: ScanMark, lowering) -> ScanForm:

@@ -95,6 +95,18 @@ class Load:
     checks: tuple[RangeCheck, ...] = ()
 
 
+class HeldInRegisters:
+    """A value a lowering state keeps under `name` (an accumulator, a scan's carry)."""
+
+    name: str
+    dtype: str
+    dims: tuple[str, ...]
+
+    @property
+    def reg(self) -> "Reg":
+        return Reg(self.name, self.dtype, self.dims)
+
+
 @dataclass(frozen=True)
 class Reg:
     """A value held in registers under a kernel-local name (accumulators, fused intermediates)."""

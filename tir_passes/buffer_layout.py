@@ -28,6 +28,7 @@ from tvm import s_tir, sym, tirx
 
 from .errors import first_line
 from .layout_proofs import bijection_problems, equal_indices
+from .nest import block_sites
 from .pass_util import root_block, s_tir_pass, top_level_statements
 
 PROOF = ("proven: the new shape is the permutation of the old, the map is a bijection between the index "
@@ -44,21 +45,9 @@ def _accesses(block: s_tir.SBlock, buf) -> list:
     return found
 
 
-def _nest_accesses(stmt, buf) -> list[tuple[list[tirx.For], s_tir.SBlockRealize, object]]:
+def _nest_accesses(stmt, buf) -> list[tuple[tuple[tirx.For, ...], s_tir.SBlockRealize, object]]:
     """(enclosing loops, realize, access) for every access of `buf` in a nest."""
-    found = []
-
-    def walk(node, loops):
-        if isinstance(node, tirx.For):
-            walk(node.body, loops + [node])
-        elif isinstance(node, tirx.SeqStmt):
-            for child in node.seq:
-                walk(child, loops)
-        elif isinstance(node, s_tir.SBlockRealize):
-            found.extend((loops, node, access) for access in _accesses(node.block, buf))
-
-    walk(stmt, [])
-    return found
+    return [(loops, realize, access) for realize, loops in block_sites(stmt) for access in _accesses(realize.block, buf)]
 
 
 def _contiguous_axis(loops, realize, access) -> int | None:

@@ -29,7 +29,7 @@ from . import tile_sizes
 from .dependence import carried_dependences
 from .scans import ScanForm, scan_along_loop
 from .gpu_specs import GpuSpec
-from .nest import (REDUCE, SPATIAL, block_accesses, bound_iter_var, contraction_operands, element_bytes, loop_chain,
+from .nest import (REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, contraction_operands, element_bytes, loop_chain,
                    loop_kind, loops_under, perfect_nest, python_name, realizes_under, static_int, unique_name, vars_of)
 from .tile_contract import LIMITS
 
@@ -336,18 +336,10 @@ def _dot_loops(realize, enclosing: list[tirx.For], tiles: dict[int, TileChoice])
 
 
 def _mark_dots(stmt, plan: KernelPlan) -> None:
-    def walk(node, enclosing):
-        if isinstance(node, tirx.For):
-            walk(node.body, enclosing + [node])
-        elif isinstance(node, tirx.SeqStmt):
-            for child in node.seq:
-                walk(child, enclosing)
-        elif isinstance(node, s_tir.SBlockRealize):
-            loops = _dot_loops(node, enclosing, plan.tiles)
-            if loops is not None:
-                plan.dots[node.block.name_hint] = loops
-
-    walk(stmt, [])
+    for realize, enclosing in block_sites(stmt):
+        loops = _dot_loops(realize, list(enclosing), plan.tiles)
+        if loops is not None:
+            plan.dots[realize.block.name_hint] = loops
 
 
 # --- kernels -------------------------------------------------------------------------------------

@@ -47,16 +47,9 @@ class BoundsProblem:
 
 
 @dataclass(frozen=True)
-class GuardedAccess:
+class GuardedAccess(BoundsProblem):
     """An index that depends on loaded data and is not proven in bounds: not a failure, the
     lowering checks it at run time (an index out of range reads zero; a store is dropped)."""
-
-    block: str
-    access: str
-    dimension: int
-    index: str
-    extent: str
-    line: int | None
 
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line else ""
