@@ -244,7 +244,10 @@ def _reproducer(pass_name: str, check: str) -> str:
         make_pass = f"from {module} import {factory}\nPASS = {factory}()"
     else:
         make_pass = f"PASS = None  # put the pass '{pass_name}' here (it is not one of tir_passes')"
-    return f'''"""Reproduce: pass {pass_name} fails the '{check}' check. Run: python reproduce.py"""
+    # a pass that raised left no after.py: applying it is the reproduction
+    after = "PASS(before)" if check == "pass" else 'PASS(before) if PASS is not None else load("after")'
+    failure = "raises" if check == "pass" else f"fails the '{check}' check"
+    return f'''"""Reproduce: pass {pass_name} {failure}. Run: python reproduce.py"""
 import os
 
 import tvm
@@ -263,13 +266,13 @@ def load(name):
 
 
 before, reference_input = load("before"), load("input")
-after = PASS(before) if PASS is not None else load("after")
+after = {after}
 checks = {{
     "pass": lambda: [],  # the pass raised: applying it above reproduces that
     "well_formed": lambda: verify.check_well_formed(after),
     # an input TVM's printer does not round trip is compared relative to it (verify.py)
-    "round_trip": lambda: (verify.check_round_trip_relative(PASS, before, after) if verify.check_round_trip(reference_input)
-                           else verify.check_round_trip(after)),
+    "round_trip": lambda: (verify.check_round_trip_relative(PASS, before, after)
+                           if verify.check_round_trip(reference_input) else verify.check_round_trip(after)),
     "purity": lambda: verify.check_purity(before, verify.structural_fingerprint(load("before"))),
     "bounds": lambda: verify.check_bounds(after),
     "contract": lambda: check_contract(after),
