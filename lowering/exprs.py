@@ -275,13 +275,22 @@ def _convert(value, dtype: str):
     return int(value)
 
 
-def _call_name(expr) -> str:
+# the calls `_call` lowers besides the intrinsics of ops.py (T.assume is a statement: from_tir.py)
+VALUE_CALLS = {"if_then_else": "a select whose untaken side is not read", "likely": "a branch hint: its argument"}
+
+
+def supported_calls() -> list[str]:
+    """Every call name (the last part of the op name) the rules below lower, sorted."""
+    return sorted(set(UNARY_INTRINSICS) | set(BINARY_INTRINSICS) | set(VALUE_CALLS))
+
+
+def call_name(expr) -> str:
     return expr.op.name.split(".")[-1] if isinstance(expr.op, tvm.ir.Op) else str(expr.op)
 
 
 @rule(tvm.ir.Call)
 def _call(ctx, expr, guards) -> Expr:
-    name = _call_name(expr)
+    name = call_name(expr)
     if name == "if_then_else":
         return _if_then_else(ctx, expr, guards)
     if name == "likely" and len(expr.args) == 1:  # a branch-prediction hint: the value itself

@@ -20,11 +20,14 @@ class UnsupportedConstructError(TirTritonError):
 
 
 class PassError(TirTritonError):
-    """A pass raised while rewriting: names the pass and wraps the cause."""
+    """A pass raised while rewriting: names the pass, wraps the cause, and points to the input and
+    the module the pass was given, with a reproducer."""
 
-    def __init__(self, pass_name: str, message: str):
-        super().__init__(f"pass {pass_name} failed: {message}")
+    def __init__(self, pass_name: str, message: str, artifacts: str | None = None):
+        where = f" (its input module and a reproducer in {artifacts})" if artifacts else ""
+        super().__init__(f"pass {pass_name} failed{where}: {message}")
         self.pass_name = pass_name
+        self.artifacts = artifacts
 
 
 class VerificationError(TirTritonError):

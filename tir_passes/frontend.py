@@ -18,6 +18,11 @@ from tvm import tirx
 from .errors import FrontendError, UnsupportedConstructError
 
 _DIAGNOSTIC_LOCATION = re.compile(r"-->\s*(\S+):(\d+):(\d+)")
+# TVM's internal phrasing, rewritten for a user: a failed C++ check, a mistyped FFI argument
+_FAILED_CHECK = re.compile(r"Check failed: \(.*?\) is false: ")
+_MISTYPED_ARGUMENT = re.compile(r"Mismatched type on argument #(\d+) when calling: `script\.ir_builder\.\w+\.(\w+)\(.*"
+                                r"Expected `(.+?)` but got `(.+?)`")
+_BUILDER_ARGUMENTS = {"match_buffer": "T.match_buffer(handle, shape, dtype) binds a T.handle parameter"}
 
 
 def split_target(target: str) -> tuple[str, str | None]:
@@ -31,10 +36,22 @@ def split_target(target: str) -> tuple[str, str | None]:
 def _diagnostic_message(err: BaseException, path: str) -> str:
     text = str(err).strip()
     match = _DIAGNOSTIC_LOCATION.search(text)
-    message = text.splitlines()[0].removeprefix("error:").strip() if text else type(err).__name__
+    message = _readable(text.splitlines()[0].removeprefix("error:").strip()) if text else type(err).__name__
     if match:
         return f"{match.group(1)}:{match.group(2)}: {message}"
     return f"{path}: {message}"
+
+
+def _readable(message: str) -> str:
+    """TVM's message without its C++ check expression or FFI signature dump."""
+    mistyped = _MISTYPED_ARGUMENT.search(message)
+    if mistyped:
+        position, builder, expected, got = mistyped.groups()
+        construct = re.sub(r"(?<!^)(?=[A-Z])", "_", builder).lower()
+        hint = _BUILDER_ARGUMENTS.get(construct)
+        return (f"T.{construct}: argument #{position} has the wrong type (expected {expected}, got {got})"
+                + (f"; {hint}" if hint else ""))
+    return _FAILED_CHECK.sub("", message)
 
 
 def _execute_file(path: str) -> dict:

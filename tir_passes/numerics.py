@@ -228,6 +228,8 @@ def scalar_arguments(func: tirx.PrimFunc, sizes: dict[str, int] | None = None) -
         dtype = param.ty.dtype
         if param.name in bound:
             values[param.name] = bound[param.name]
+        elif dtype == "bool":
+            values[param.name] = True
         elif dtype.startswith("float"):
             values[param.name] = 0.75
         else:

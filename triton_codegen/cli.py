@@ -77,6 +77,8 @@ def cmd_passes(args) -> int:
             if stage.diff:
                 print(stage.diff)
     print(f"PrimFunc {name}: {len(result.stages)} passes, dumps in {args.dump_dir}")
+    for note in result.notes:
+        print(f"note: {note}")
     print(result.table(), end="")
     return 0
 

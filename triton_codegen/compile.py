@@ -22,6 +22,7 @@ from lowering.printer import format_program
 from lowering.support import check_supported
 from tir_passes.errors import FrontendError, LaunchError, VerificationError
 from tir_passes.frontend import as_module
+from tir_passes.input_checks import check_input
 from tir_passes.pipeline import CHECKS, default_pipeline, run_pipeline
 
 from . import loader
@@ -66,18 +67,17 @@ class TritonKernel:
     def module(self, interpret: bool | None = None):
         return loader.import_module(self.module_file(), _interpreting(interpret))
 
-    def __call__(self, *args, interpret: bool | None = None):
+    def __call__(self, *args, interpret: bool | None = None, **kwargs):
+        """Run the module's `run`: arguments by position or by the PrimFunc's parameter names (a
+        parameter named `interpret` can only be given by position)."""
         interpret = _interpreting(interpret)
         if interpret and not loader.triton_library_interpreted():
             raise LaunchError(f"{self.name}: running on the CPU needs Triton's interpreter, but Triton was imported "
                               "in compiled mode: set TRITON_INTERPRET=1 before anything imports triton")
-        names = [p.name for p in self.program.params]
-        if len(args) != len(names):
-            raise LaunchError(f"{self.name}: expected {len(names)} arguments ({', '.join(names)}), got {len(args)}")
         module = self.module(interpret)
         try:
             with loader.triton_mode(interpret):
-                return module.run(*args)
+                return module.run(*args, **kwargs)
         except module.LaunchError as err:
             raise LaunchError(f"{self.name}: {err}") from None
 
@@ -124,6 +124,9 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     acts on a GPU."""
     mod = as_module(func_or_module, func_name)
     name = str(mod["main"].attrs["global_symbol"])
+    # before the pipeline's checks build anything with TVM: the input's structure, then what the
+    # lowering can express (an external symbol would be JIT-linked by the numerics reference)
+    check_input(mod)
     check_supported(mod["main"], name)
     pipeline = list(passes) if passes is not None else default_pipeline(gpu)
     result = run_pipeline(mod, pipeline, dump_dir=dump_dir, checks=CHECKS if verify else (), disable=disable)

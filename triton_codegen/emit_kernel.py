@@ -439,12 +439,27 @@ def _reads_buffer(expr, buffer: str) -> bool:
     return any(_reads_buffer(c, buffer) for c in _children(expr) if c is not None)
 
 
+# what Triton's interpreter makes of a Python number of an in-range value: other scalar dtypes
+# (int64 given 3 would compute in int32; float64 in float32 on a GPU) are cast on entry
+_INFERRED_SCALAR_DTYPES = ("bool", "int32", "float32")
+
+
+def _cast_scalar_on_entry(scalar, src: Source) -> None:
+    name = scalar.name
+    if scalar.dtype == "int64":
+        # NOTE: through uint64: the interpreter holds an int in [2**31, 2**32) as uint32 data typed
+        # int64, which a cast to int64 leaves as it is (and s * s wraps at 32 bits)
+        src.line(f"{name} = tl.cast(tl.cast({name}, tl.uint64), tl.int64)")
+    elif scalar.dtype not in _INFERRED_SCALAR_DTYPES:
+        src.line(f"{name} = tl.cast({name}, {TL_DTYPES[scalar.dtype]})")
+
+
 def kernel_parameters(kernel: TileKernel) -> list[str]:
     params = []
     for buf in kernel.buffers:
         params.append(pointer_name(buf.name))
         params += [stride_name(buf.name, axis) for axis in range(buf.ndim)]
-    params += [s.name for s in kernel.scalars]
+    params += [f"{s.name}: {TL_DTYPES[s.dtype]}" for s in kernel.scalars]  # compiled Triton takes these types
     params += [f"{block}: tl.constexpr" for block in kernel.block_sizes]
     if kernel.group_m:
         params.append("GROUP_M: tl.constexpr")
@@ -508,6 +523,8 @@ def emit_kernel(kernel: TileKernel, src: Source) -> set[str]:
     with src.block(f"def {kernel.name}({', '.join(kernel_parameters(kernel))}):"):
         if kernel.source_blocks:
             src.line(f"# TIR blocks: {', '.join(kernel.source_blocks)}")
+        for scalar in kernel.scalars:
+            _cast_scalar_on_entry(scalar, src)
         printer = KernelPrinter(kernel, src)
         _grid_decomposition(kernel, printer)
         for dim in kernel.dims:  # aranges once, at the top, so every scope can use them

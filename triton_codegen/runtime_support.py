@@ -5,8 +5,26 @@ code describes its parameters as tuples and calls these functions.
 A parameter is (name, kind, dtype, shape, written, int32_offsets); a shape entry is an int, a
 shape variable's name, or a derived dimension: a tuple (op, a, b) of entries that shape_value
 evaluates (lowering/param_shapes.py makes them). Nothing here evaluates text.
+
+What a launch accepts (every refusal is a LaunchError naming the parameter):
+- arguments by position or by the PrimFunc's parameter names; a missing, extra or repeated one
+  is refused with the signature, `run(A, B, n)`;
+- tensors of the parameter's dtype, rank and shape, all on one device, of the kind the kernels
+  run on (the CPU under TRITON_INTERPRET=1, else CUDA, which must exist); an output that requires
+  grad is refused: kernels write outputs in place, outside autograd, so no gradient could flow
+  through them (pass `out.detach()` or a tensor without requires_grad; inputs that require grad
+  are read as plain data);
+- scalars: a bool parameter takes a bool; an integer parameter an int (Python or numpy) within
+  its dtype's range (an int32 given 2**40 + 3 is refused, not wrapped to 3; 2.5 is refused, not
+  truncated); a float parameter an int or a float within its dtype's finite range (inf and nan
+  pass). Kernel signatures declare each scalar's dtype, and a kernel casts on entry a scalar whose
+  dtype Triton's interpreter would not infer from the Python number (int64 given 3, float64).
+A kernel whose grid is empty (a zero-size dimension, a loop of extent 0) is not launched; a grid
+beyond CUDA's 2**31 - 1 programs is refused.
 """
 
+import math
+import numbers
 import os
 
 import torch
@@ -20,6 +38,11 @@ _TORCH_DTYPES = {
     "float64": torch.float64,
 }
 _INT32_MAX = 2**31 - 1
+_MAX_PROGRAMS = 2**31 - 1  # CUDA's limit on grid x, the one axis the launchers use
+_INT_RANGES = {f"{sign}int{bits}": ((0, 2**bits) if sign else (-2 ** (bits - 1), 2 ** (bits - 1)))
+               for sign in ("", "u") for bits in (8, 16, 32, 64)}
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+              "float64": 1.7976931348623157e308}
 # read when this module is imported, the moment @triton.jit also reads it
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -29,7 +52,54 @@ class LaunchError(ValueError):
 
 
 def _expected_device_type():
-    return "cpu" if _INTERPRETED else "cuda"
+    if _INTERPRETED:
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise LaunchError("no CUDA device: set TRITON_INTERPRET=1 before importing triton to run the kernels on the "
+                          "CPU in Triton's interpreter")
+    return "cuda"
+
+
+def bind_arguments(params, args, kwargs):
+    """The arguments in parameter order, from positions and parameter names."""
+    names = [param[0] for param in params]
+    signature = f"run({', '.join(names)})"
+    if len(args) > len(names):
+        raise LaunchError(f"{signature} takes {len(names)} arguments, got {len(args)}")
+    values = dict(zip(names, args))
+    for name, value in kwargs.items():
+        if name not in names:
+            raise LaunchError(f"{signature} has no parameter '{name}'")
+        if name in values:
+            raise LaunchError(f"{signature} got two values for parameter '{name}'")
+        values[name] = value
+    missing = [name for name in names if name not in values]
+    if missing:
+        raise LaunchError(f"{signature} is missing {', '.join(missing)}")
+    return [values[name] for name in names]
+
+
+def _check_scalar(name, dtype, value):
+    """`value` as the plain Python number the kernel gets, if it fits the parameter's dtype."""
+    given = f"parameter {name} ({dtype}) got {value!r}"
+    if isinstance(value, torch.Tensor) or not isinstance(value, numbers.Number):
+        raise LaunchError(f"parameter {name}: expected a Python number, got {type(value).__name__}")
+    if dtype == "bool":
+        if not isinstance(value, bool):
+            raise LaunchError(f"{given}; expected a bool")
+        return bool(value)
+    if dtype in _INT_RANGES:
+        if not isinstance(value, numbers.Integral):
+            raise LaunchError(f"{given}; expected an int (it would be truncated)")
+        low, high = _INT_RANGES[dtype]
+        if not low <= value < high:
+            raise LaunchError(f"{given}, outside the range of {dtype} [{low}, {high - 1}] (it would wrap)")
+        return int(value)
+    if not isinstance(value, numbers.Real):
+        raise LaunchError(f"{given}; expected a real number")
+    if math.isfinite(value) and abs(value) > _FLOAT_MAX[dtype]:
+        raise LaunchError(f"{given}, beyond the largest finite {dtype} ({_FLOAT_MAX[dtype]:g})")
+    return float(value)
 
 
 def _check_tensor(name, dtype, value):
@@ -127,19 +197,27 @@ def _self_overlapping(tensor):
     return False
 
 
-def check_arguments(params, args):
+def _check_one_device(params, args):
+    placed = [(param[0], value.device) for param, value in zip(params, args) if isinstance(value, torch.Tensor)]
+    if len({device for _, device in placed}) > 1:
+        where = ", ".join(f"{name} on {device}" for name, device in placed)
+        raise LaunchError(f"arguments on different devices: {where}")
+
+
+def check_arguments(params, args, kwargs=None):
     """Check every argument against its parameter; return (values by name, shape sizes)."""
-    if len(args) != len(params):
-        names = ", ".join(p[0] for p in params)
-        raise LaunchError(f"expected {len(params)} arguments ({names}), got {len(args)}")
+    args = bind_arguments(params, args, kwargs or {})
+    _check_one_device(params, args)
     sizes, origin, values = {}, {}, {}
     for (name, kind, dtype, shape, written, narrow), value in zip(params, args):
         if kind == "scalar":
-            if isinstance(value, torch.Tensor) or not isinstance(value, (int, float)):
-                raise LaunchError(f"parameter {name}: expected a Python number, got {type(value).__name__}")
-            values[name] = value
+            values[name] = _check_scalar(name, dtype, value)
             continue
         _check_tensor(name, dtype, value)
+        if written and value.requires_grad:
+            raise LaunchError(f"parameter {name}: output tensor requires grad; kernels write outputs in place "
+                              f"outside autograd, so no gradient would flow: pass {name}.detach() or a tensor "
+                              "without requires_grad")
         if value.dim() != len(shape):
             raise LaunchError(f"parameter {name}: expected {len(shape)} dimensions, got {value.dim()} (shape {tuple(value.shape)})")
         for axis, expected in enumerate(shape):
@@ -154,10 +232,12 @@ def check_arguments(params, args):
             sizes[name] = values[name]
     _check_derived_dimensions(params, values, sizes)
     _check_aliasing(params, values)
-    devices = {v.device for v in values.values() if isinstance(v, torch.Tensor)}
-    if len(devices) > 1:
-        raise LaunchError(f"tensors are on several devices: {', '.join(sorted(str(d) for d in devices))}")
     return values, sizes
+
+
+def check_grid(kernel, programs):
+    if programs > _MAX_PROGRAMS:
+        raise LaunchError(f"kernel {kernel} needs {programs} programs, more than CUDA's grid limit of {_MAX_PROGRAMS}")
 
 
 def _check_aliasing(params, values):

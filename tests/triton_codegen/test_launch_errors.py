@@ -21,7 +21,12 @@ def rmsnorm():
 
 
 def test_wrong_device(transpose):
-    with pytest.raises(LaunchError, match="parameter A: tensor is on meta"):
+    with pytest.raises(LaunchError, match="parameter A: tensor is on meta, but kernels run on cpu"):
+        transpose(torch.empty(16, 24, device="meta"), torch.empty(24, 16, device="meta"))
+
+
+def test_arguments_on_different_devices(transpose):
+    with pytest.raises(LaunchError, match="arguments on different devices: A on meta, B on cpu"):
         transpose(torch.empty(16, 24, device="meta"), torch.empty(24, 16))
 
 
@@ -38,7 +43,7 @@ def test_wrong_shape(transpose):
 def test_wrong_rank_and_count(transpose):
     with pytest.raises(LaunchError, match="parameter A: expected 2 dimensions"):
         transpose(torch.rand(16 * 24), torch.empty(24, 16))
-    with pytest.raises(LaunchError, match="expected 2 arguments"):
+    with pytest.raises(LaunchError, match=r"run\(A, B\) is missing B"):
         transpose(torch.rand(16, 24))
 
 
@@ -104,3 +109,27 @@ def test_scalar_parameter_must_be_a_number():
     a, b = torch.rand(5), torch.empty(5)
     kernel(a, b, 5)
     torch.testing.assert_close(b, a * 2)
+
+
+def test_scalars_are_declared_and_cast_to_their_dtype():
+    """int64 and int8 scalars compute in their dtype (the interpreter would infer int32 from a
+    Python int), against TVM and ahead of time for sm_90/sm_80 with the annotated signature."""
+    from tvm.script import tirx as T
+
+    from helpers import compile_and_check
+
+    @T.prim_func(s_tir=True)
+    def offsets(A: T.Buffer((37,), "int64"), B: T.Buffer((37,), "int8"), s: T.int64, t: T.int8, u: T.float64):
+        for i in range(37):
+            with T.sblock("B"):
+                vi = T.axis.spatial(37, i)
+                B[vi] = T.Cast("int8", A[vi] + s * s) + t * t + T.Cast("int8", u)
+
+    kernel = compile_and_check(offsets)
+    source = kernel.source
+    assert "s: tl.int64, t: tl.int8, u: tl.float64" in source
+    assert "s = tl.cast(tl.cast(s, tl.uint64), tl.int64)" in source and "t = tl.cast(t, tl.int8)" in source
+    a, b = torch.arange(37, dtype=torch.int64), torch.empty(37, dtype=torch.int8)
+    kernel(a, b, 2**31 + 1, 12, 2.0)  # 12 * 12 wraps in int8 as in TVM: 144 -> -112
+    expected = ((a + (2**31 + 1) ** 2) % 256).to(torch.uint8).to(torch.int8) + torch.tensor(-112, dtype=torch.int8) + 2
+    assert torch.equal(b, expected)
