@@ -295,6 +295,8 @@ class KernelLowering:
                 self.lower_body(child, guards)
         elif isinstance(stmt, tirx.BufferStore):
             self.store(stmt, lower_expr(self, stmt.value, guards), guards)
+        elif isinstance(stmt, tirx.Bind):  # `v: T.let = value`: later statements read v as the value
+            self.block_env[stmt.var.__chandle__()] = lower_expr(self, stmt.value, guards)
         elif isinstance(stmt, tirx.IfThenElse):
             self.lower_body(stmt.then_case, guards + (stmt.condition,))
             if stmt.else_case is not None:

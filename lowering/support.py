@@ -30,8 +30,8 @@ from .param_shapes import check_param_shapes
 
 # statements the lowering (from_tir.py) has a rule for; T.alloc_buffer is HoistAllocations'
 SUPPORTED_STATEMENTS = (tirx.SeqStmt, tirx.For, s_tir.SBlockRealize, s_tir.SBlock, tirx.BufferStore,
-                        tirx.IfThenElse, tirx.AllocBuffer)
-STATEMENTS_TEXT = "for loops of known extent, T.sblock blocks, buffer stores, if/else, T.assume"
+                        tirx.IfThenElse, tirx.AllocBuffer, tirx.Bind)
+STATEMENTS_TEXT = "for loops of known extent, T.sblock blocks, buffer stores, if/else, let bindings, T.assume"
 
 
 def check_supported(func: tirx.PrimFunc, name: str) -> None:

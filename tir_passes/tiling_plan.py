@@ -67,27 +67,43 @@ def _key(loop: tirx.For) -> int:
 @dataclass(frozen=True)
 class FusedShape:
     shared: list[tirx.For]
-    subs: list[tuple[list[tirx.For], s_tir.SBlockRealize]]
+    subs: list[tuple[list[tirx.For], s_tir.SBlockRealize]]   # each block, with its loops below the shared
+    chains: list[list[tirx.For]]                               # the loop chains below the shared loops
 
 
 def fused_shape(stmt) -> FusedShape | None:
-    """Shared loops around a sequence of perfect nests (or bare blocks), with every shared loop
-    spatial for every block; None for another shape."""
+    """Shared loops around a sequence of nests (perfect nests, bare blocks, or nests of such, as
+    LoopFusion leaves them when it fuses at several depths), with every shared loop spatial for
+    every block; None for another shape."""
     shared, inner = loop_chain(stmt)
     if not shared or not isinstance(inner, tirx.SeqStmt):
         return None
-    subs = []
-    for child in inner.seq:
-        if isinstance(child, s_tir.SBlockRealize):
-            subs.append(([], child))
-            continue
-        nest = perfect_nest(child)
-        if nest is None:
-            return None
-        subs.append(nest)
-    if any(loop_kind(loop, realize) != SPATIAL for loop in shared for _, realize in subs):
+    subs = [(list(loops), realize) for realize, loops in block_sites(inner)]
+    if not subs or any(loop_kind(loop, realize) != SPATIAL for loop in shared for _, realize in subs):
         return None
-    return FusedShape(shared, subs)
+    return FusedShape(shared, subs, loop_chains(inner))
+
+
+def loop_chains(stmt) -> list[list[tirx.For]]:
+    """The maximal runs of directly nested loops under `stmt`, outermost first: each is reordered
+    (grid, serial, tile) on its own."""
+    chains: list[list[tirx.For]] = []
+
+    def walk(node):
+        if isinstance(node, tirx.For):
+            chain, body = loop_chain(node)
+            chains.append(chain)
+            walk(body)
+        elif isinstance(node, tirx.SeqStmt):
+            for child in node.seq:
+                walk(child)
+        elif isinstance(node, tirx.IfThenElse):
+            walk(node.then_case)
+            if node.else_case is not None:
+                walk(node.else_case)
+
+    walk(stmt)
+    return chains
 
 
 # --- dependences -------------------------------------------------------------------------------
@@ -269,7 +285,7 @@ def _fused_contraction(spec, shape: FusedShape, blocked, axis_name) -> KernelPla
         tiled_shared = [l for l in shape.shared if _key(l) in plan.tiles]
         tiled_inner = [l for l in loops if _key(l) in plan.tiles]
         if len(tiled_shared) == 2 and len(tiled_inner) == 1:
-            plan.chains = [list(shape.shared)] + [list(sub_loops) for sub_loops, _ in shape.subs if sub_loops]
+            plan.chains = [list(shape.shared)] + shape.chains
             return plan
     return None
 
@@ -279,15 +295,15 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
     if plan is not None:
         return plan
     axis_name = _axis_namer()
-    plan = KernelPlan([list(shape.shared)] + [list(loops) for loops, _ in shape.subs if loops], num_stages=2)
+    plan = KernelPlan([list(shape.shared)] + shape.chains, num_stages=2)
     shared_axes: dict[tuple, str] = {}   # (extent, (buffer, axis)) -> axis name of a whole tile
     widest = 1
     for loops, realize in shape.subs:
-        used: set[str] = set()   # two loops of one block are never one axis
+        used = {plan.tiles[_key(l)].axis for l in loops if _key(l) in plan.tiles}  # one block: distinct axes
         for kind in (REDUCE, SPATIAL):
             candidates = [l for l in loops if loop_kind(l, realize) == kind and _key(l) not in blocked]
-            if not candidates:
-                continue
+            if not candidates or _key(candidates[-1]) in plan.tiles:
+                continue  # none, or a loop around several blocks that an earlier one tiled
             loop = candidates[-1]
             extent = static_int(loop.extent)
             size, whole = tile_sizes.row_tile(extent)
