@@ -110,11 +110,18 @@ def _span(tensor):
 
 
 def _overlaps(a, b):
-    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+    if a.numel() == 0 or b.numel() == 0 or a.device != b.device or _fake(a) or _fake(b):
         return False
     a0, b0 = a.data_ptr(), b.data_ptr()
     a1, b1 = a0 + _span(a) * a.element_size(), b0 + _span(b) * b.element_size()
     return a0 < b1 and b0 < a1
+
+
+def _fake(tensor):
+    """A fake tensor (the PyTorch op traced by torch.compile) has no memory: aliasing is checked on real ones."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(tensor)
 
 
 def _self_overlapping(tensor):
