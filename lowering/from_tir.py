@@ -28,6 +28,7 @@ from . import reductions
 from .accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
 from .exprs import cast, check_dtype, fold_binary, lower_expr
 from .kernel_scope import KernelScope, build_scope
+from .param_reads import with_reads
 from .scans import ScanState
 from .param_shapes import shape_entry
 from .tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg, Scalar,
@@ -51,6 +52,7 @@ def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes:
         kernels.append(lowering.lower(stmt))
         combines += [c for c in lowering.combines if c not in combines]
     scratch = tuple(ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs)
+    params = with_reads(params, func, tuple(kernels))
     return TileProgram(python_name(name), params, tuple(shape_vars), scratch, tuple(kernels), source_hash, passes,
                        tuple(combines))
 

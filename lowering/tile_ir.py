@@ -304,6 +304,7 @@ class ParamSpec:
     dtype: str
     shape: tuple[int | str | tuple, ...] = ()
     written: bool = False
+    read: bool = True  # the result depends on the values passed in (lowering/param_reads.py)
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,20 @@ class TritonKernel:
         except module.LaunchError as err:
             raise LaunchError(f"{self.name}: {err}") from None
 
+    def as_torch_op(self, qualname: str, interpret: bool | None = None):
+        """Register the kernel as the PyTorch op `qualname` ("namespace::name") and return it: it
+        takes the parameters the program reads, allocates and returns those it only writes; see
+        docs/pytorch.md. The same as a saved module's `as_torch_op(qualname)`."""
+        interpret = _interpreting(interpret)
+        if interpret and not loader.triton_library_interpreted():
+            raise LaunchError(f"{self.name}: an op running on the CPU needs Triton's interpreter, but Triton was "
+                              "imported in compiled mode: set TRITON_INTERPRET=1 before anything imports triton")
+        module = self.module(interpret)
+        try:
+            return module.as_torch_op(qualname)
+        except module.LaunchError as err:
+            raise LaunchError(f"{self.name}: {err}") from None
+
     def manifest(self) -> dict:
         return {
             "name": self.name,
@@ -88,7 +102,8 @@ class TritonKernel:
             "tir_triton_version": VERSION,
             "source_structural_hash": self.program.source_hash,
             "passes": list(self.program.passes),
-            "params": [{"name": p.name, "kind": p.kind, "dtype": p.dtype, "shape": list(p.shape), "written": p.written}
+            "params": [{"name": p.name, "kind": p.kind, "dtype": p.dtype, "shape": list(p.shape), "written": p.written,
+                        "read": p.read}
                        for p in self.program.params],
             "kernels": [{"name": k.name, "blocks": list(k.source_blocks), "block_sizes": k.block_sizes,
                          "num_warps": k.num_warps, "num_stages": k.num_stages, "configs": config_space(k)}

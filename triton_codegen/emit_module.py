@@ -1,12 +1,14 @@
 """TileProgram -> one standalone Python module: header, runtime support, kernels, launchers,
-configs, and the entry points `run(...)` and `tune(...)`.
+configs, and the entry points `run(...)`, `tune(...)` and `as_torch_op(qualname)`.
 
-The module imports only the standard library, torch, triton and triton.language. Argument checks
-and benchmarking are hand-written (runtime_support.py, whose docstring says what a launch
-accepts) and copied in; the generated part is data (PARAMS, CONFIGS), the combine functions of
-selection reductions, the kernels and one short launch function per kernel. `run` and `tune` take
-the PrimFunc's parameters by position or by name; a launch function skips a kernel whose grid is
-empty (nothing to compute) and refuses one beyond CUDA's grid limit.
+The module imports only the standard library, torch, triton and triton.language. Argument checks,
+benchmarking and PyTorch registration are hand-written (runtime_support.py, whose docstring says
+what a launch accepts, and torch_op_support.py) and copied in; the generated part is data (PARAMS,
+OUTPUTS, CONFIGS), the combine functions of selection reductions, the kernels and one short launch
+function per kernel (which takes the kernel wrapper: direct, or torch.library.wrap_triton for the
+op on a GPU). `run` and `tune` take the PrimFunc's parameters by position or by name; a launch
+function skips a kernel whose grid is empty (nothing to compute) and refuses one beyond CUDA's
+grid limit.
 """
 
 from __future__ import annotations
@@ -16,18 +18,24 @@ import pprint
 
 from lowering.tile_ir import Binary, Const, Expr, Scalar, TileKernel, TileProgram
 
-from . import runtime_support
+from . import runtime_support, torch_op_support
 from .configs import config_space
 from .emit_kernel import HELPERS, emit_kernel, emit_select_combine
 from .source import Source
 
 VERSION = "0.1.0"
 _BEGIN, _END = "# --- tir-triton runtime support: begin ---", "# --- tir-triton runtime support: end ---"
+_TORCH_BEGIN, _TORCH_END = "# --- tir-triton torch op support: begin ---", "# --- tir-triton torch op support: end ---"
 
 
 def runtime_support_text() -> str:
     text = inspect.getsource(runtime_support)
     return text[text.index(_BEGIN):text.index(_END) + len(_END)]
+
+
+def torch_op_support_text() -> str:
+    text = inspect.getsource(torch_op_support)
+    return text[text.index(_TORCH_BEGIN):text.index(_TORCH_END) + len(_TORCH_END)]
 
 
 def python_scalar(expr: Expr, blocks: set[str]) -> str:
@@ -54,10 +62,34 @@ def _params_literal(program: TileProgram) -> str:
     return "PARAMS = " + pprint.pformat(tuple(rows), width=100)
 
 
+def op_outputs(program: TileProgram) -> tuple[str, ...]:
+    """Parameters the PyTorch op allocates and returns: written, not read, every element written
+    (lowering/param_reads.py); the others are its arguments."""
+    return tuple(p.name for p in program.params if p.kind == "buffer" and p.written and not p.read)
+
+
+def _outputs_literal(program: TileProgram) -> str:
+    return ("# written, not read, every element written (lowering/param_reads.py): the PyTorch op allocates them\n"
+            f"OUTPUTS = {op_outputs(program)!r}")
+
+
+def _as_torch_op_function(program: TileProgram, src: Source) -> None:
+    outputs = op_outputs(program)
+    inputs = [p.name for p in program.params if p.name not in outputs]
+    mutated = [p.name for p in program.params if p.name not in outputs and p.written]
+    effect = f", writing into {', '.join(mutated)}" if mutated else ""
+    with src.block("def as_torch_op(qualname):"):
+        src.line(f'"""Register `{program.name}` as the PyTorch op `qualname` ("namespace::name") and return it:')
+        src.line(f"op({', '.join(inputs)}) -> {', '.join(outputs) or 'None'}{effect}.")
+        src.line("On a GPU it is a torch.library.triton_op (torch.compile traces into the kernels); in Triton's")
+        src.line('interpreter a torch.library.custom_op."""')
+        src.line("return register_torch_op(qualname, PARAMS, OUTPUTS, _prepare, LAUNCHERS, CONFIGS, CHOSEN)")
+
+
 def _launch_function(kernel: TileKernel, src: Source) -> None:
     blocks = set(kernel.block_sizes)
     grid = " * ".join(f"({python_scalar(axis.count, blocks)})" for axis in kernel.grid) or "1"
-    with src.block(f"def _launch_{kernel.name}(t, s, config):"):
+    with src.block(f"def _launch_{kernel.name}(t, s, config, wrap=launch_directly):"):
         src.line(f"programs = {grid}")
         with src.block("if programs <= 0:"):
             src.line("return  # an empty iteration space (a zero-size dimension): nothing to compute")
@@ -71,7 +103,7 @@ def _launch_function(kernel: TileKernel, src: Source) -> None:
         if kernel.group_m:
             args.append(f"GROUP_M={kernel.group_m}")
         args += ['num_warps=config["num_warps"]', 'num_stages=config["num_stages"]']
-        src.line(f"{kernel.name}[(programs,)](")
+        src.line(f"wrap({kernel.name})[(programs,)](")
         for arg in args:
             src.line(f"    {arg},")
         src.line(")")
@@ -95,6 +127,7 @@ def _header(program: TileProgram) -> str:
             f"Passes applied: {', '.join(program.passes) or '(none)'}\n"
             f"Entry point: run({params}) takes torch tensors (and numbers) by position or by name\n"
             f"(destination passing: outputs are written in place). tune(...) picks configs on a GPU.\n"
+            f"as_torch_op(\"namespace::name\") registers it as a PyTorch op that returns its outputs.\n"
             '"""\n')
 
 
@@ -111,7 +144,11 @@ def emit_module(program: TileProgram) -> str:
     src.line()
     src.lines(runtime_support_text())
     src.line()
+    src.line()
+    src.lines(torch_op_support_text())
+    src.line()
     src.lines(_params_literal(program))
+    src.lines(_outputs_literal(program))
     for combine in program.combines:
         src.line()
         src.line()
@@ -165,4 +202,7 @@ def emit_module(program: TileProgram) -> str:
             src.line("report[name] = [(config, time) for config, time in zip(CONFIGS[name], times)]")
             src.line("launch(t, s, CONFIGS[name][best])")
         src.line("return report")
+    src.line()
+    src.line()
+    _as_torch_op_function(program, src)
     return src.text()

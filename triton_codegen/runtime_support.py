@@ -107,7 +107,8 @@ def _check_tensor(name, dtype, value):
         raise LaunchError(f"parameter {name}: expected a torch.Tensor, got {type(value).__name__}")
     if value.dtype != _TORCH_DTYPES.get(dtype):
         raise LaunchError(f"parameter {name}: expected dtype {dtype}, got {str(value.dtype).replace('torch.', '')}")
-    wanted = _expected_device_type()
+    # a fake tensor (torch.compile tracing the op) needs no GPU present, only the GPU's device type
+    wanted = "cuda" if not _INTERPRETED and _fake(value) else _expected_device_type()
     if value.device.type != wanted:
         hint = " (set TRITON_INTERPRET=1 before importing triton to run on the CPU)" if wanted == "cuda" else ""
         raise LaunchError(f"parameter {name}: tensor is on {value.device}, but kernels run on {wanted}{hint}")
@@ -180,11 +181,18 @@ def _span(tensor):
 
 
 def _overlaps(a, b):
-    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+    if a.numel() == 0 or b.numel() == 0 or a.device != b.device or _fake(a) or _fake(b):
         return False
     a0, b0 = a.data_ptr(), b.data_ptr()
     a1, b1 = a0 + _span(a) * a.element_size(), b0 + _span(b) * b.element_size()
     return a0 < b1 and b0 < a1
+
+
+def _fake(tensor):
+    """A fake tensor (the PyTorch op traced by torch.compile) has no memory: aliasing is checked on real ones."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(tensor)
 
 
 def _self_overlapping(tensor):

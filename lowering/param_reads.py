@@ -1,0 +1,107 @@
+"""Whether a program's result depends on the values passed in for a parameter (`ParamSpec.read`).
+
+Why: a PyTorch op made from the program (triton_codegen/torch_op_support.py) allocates and returns
+the parameters that are outputs only; a parameter whose passed-in values matter stays an argument,
+mutated in place. So a written parameter counts as unread only when two facts are proven:
+
+- no kernel loads it. This looks at the lowered kernels, not the TIR: the old value a reduction's
+  update reads after its `T.init`, or the previous element a scan reads, lives in registers and is
+  never loaded;
+- one block writes every element of it. The store is unconditional in its block (the block's T.init,
+  or a statement of its body), the block sits under loops only (no `if`), and the store's indices,
+  in terms of those loops and under the block's predicate, map the loops onto the whole buffer
+  (`detect_iter_map`, surjective, each index from 0 over its dimension). Loops the indices do not
+  use must run at least once, except around a T.init: a kernel stores a reduction's value after its
+  loop, however many steps it takes.
+
+Anything not proven counts as read, which is never wrong (the op takes the tensor and writes into
+it), only less convenient. Scalars and parameters that are never written are read by definition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tvm
+from tvm import s_tir, sym, tirx
+
+from tir_passes.nest import substitute_bindings, uses_var
+from tir_passes.pass_util import root_block
+
+from .tile_ir import Load, ParamSpec, TileKernel
+
+
+def with_reads(params: tuple[ParamSpec, ...], func: tirx.PrimFunc, kernels: tuple[TileKernel, ...]) -> tuple[ParamSpec, ...]:
+    """`params` with `read` false for each written buffer that no kernel loads and one block covers."""
+    loaded = set()
+    for kernel in kernels:
+        _collect_loads(kernel.body, loaded)
+    covered = _covered_buffers(func)
+    return tuple(dataclasses.replace(p, read=False)
+                 if p.kind == "buffer" and p.written and p.name not in loaded and p.name in covered else p
+                 for p in params)
+
+
+def _collect_loads(node, found: set[str]) -> None:
+    """Names of the buffers loaded anywhere in a TileProgram node (statements, expressions)."""
+    if isinstance(node, Load):
+        found.add(node.buffer)
+    if isinstance(node, tuple):
+        for item in node:
+            _collect_loads(item, found)
+    elif dataclasses.is_dataclass(node):
+        for field in dataclasses.fields(node):
+            _collect_loads(getattr(node, field.name), found)
+
+
+def _covered_buffers(func: tirx.PrimFunc) -> set[str]:
+    covered = set()
+    for realize, loops in _unconditional_blocks(root_block(func).body):
+        block = realize.block
+        from_init = block.init is not None
+        for store in _direct_stores(block.init if from_init else block.body):
+            if _covers(store, realize, loops, from_init):
+                covered.add(store.buffer.name)
+    return covered
+
+
+def _unconditional_blocks(stmt, loops: tuple = ()) -> list:
+    """(realize, loops around it) for every block reached through loops and sequences only."""
+    if isinstance(stmt, tirx.For):
+        return _unconditional_blocks(stmt.body, loops + (stmt,))
+    if isinstance(stmt, tirx.SeqStmt):
+        return [site for child in stmt.seq for site in _unconditional_blocks(child, loops)]
+    if isinstance(stmt, s_tir.SBlockRealize):
+        return [(stmt, loops)]
+    return []
+
+
+def _direct_stores(stmt) -> list[tirx.BufferStore]:
+    """The stores a block statement always makes: a store, or a sequence's stores."""
+    if isinstance(stmt, tirx.BufferStore):
+        return [stmt]
+    if isinstance(stmt, tirx.SeqStmt):
+        return [child for child in stmt.seq if isinstance(child, tirx.BufferStore)]
+    return []
+
+
+def _covers(store: tirx.BufferStore, realize: s_tir.SBlockRealize, loops: tuple, from_init: bool) -> bool:
+    indices = [substitute_bindings(index, realize) for index in store.indices]
+    ranges = {loop.loop_var: tvm.ir.Range.from_min_extent(loop.min, loop.extent) for loop in loops}
+    mapped = sym.detect_iter_map(indices, ranges, realize.predicate, "surjective")
+    if len(mapped.indices) != len(indices):
+        return False
+    analyzer = sym.Analyzer()
+    whole = all(_is_whole_dimension(sum_expr, dim, analyzer) for sum_expr, dim in zip(mapped.indices, store.buffer.shape))
+    runs = from_init or all(analyzer.can_prove(loop.extent > 0) for loop in loops if not uses_var(indices, loop.loop_var))
+    return whole and runs
+
+
+def _is_whole_dimension(sum_expr, dim, analyzer: sym.Analyzer) -> bool:
+    """The index covers [0, dim): iter-map normal form is one split of scale 1, from base 0, over dim
+    values (a surjective map of a fused loop nest takes that form; any other form counts as not)."""
+    if len(sum_expr.args) != 1:
+        return False
+    split = sum_expr.args[0]
+    return (analyzer.can_prove_equal(split.scale, 1) and analyzer.can_prove_equal(sum_expr.base, 0)
+            and analyzer.can_prove_equal(split.extent, dim))
