@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 
 from lowering.accesses import pointer_name, stride_name
@@ -32,6 +35,8 @@ class AotResult:
     kernel: str
     arch: int
     shared_bytes: int | None
+    registers: int | None = None       # per thread, from the cubin (cuobjdump)
+    spilled_bytes: int | None = None   # local memory per thread: register spills
 
 
 class AotCompileError(RuntimeError):
@@ -51,8 +56,26 @@ def kernel_signature(kernel: TileKernel, config: dict[str, int]) -> tuple[dict, 
         constexprs[block] = config[block]
     if kernel.group_m:
         signature["GROUP_M"] = "constexpr"
-        constexprs["GROUP_M"] = kernel.group_m
+        constexprs["GROUP_M"] = config.get("GROUP_M", kernel.group_m)
     return signature, constexprs
+
+
+def specialized_signature(kernel: TileKernel, config: dict[str, int], values: dict[str, int]) -> tuple[dict, dict, list]:
+    """The signature a launch with these integer arguments compiles (strides, sizes by name), as
+    Triton specializes it: an integer equal to 1 becomes a constant, multiples of 16 and pointers
+    (torch allocations are 256-byte aligned) are marked divisible by 16. Returns (signature,
+    constexprs, [argument index, ...] of the divisible ones)."""
+    signature, constexprs = kernel_signature(kernel, config)
+    divisible = []
+    for index, (name, kind) in enumerate(signature.items()):
+        if kind.startswith("*"):
+            divisible.append(index)
+        elif kind != "constexpr" and name in values:
+            if values[name] == 1:
+                signature[name], constexprs[name] = "constexpr", 1
+            elif values[name] % 16 == 0:
+                divisible.append(index)
+    return signature, constexprs, divisible
 
 
 def _compile_here(request: dict) -> dict:
@@ -60,10 +83,33 @@ def _compile_here(request: dict) -> dict:
     from triton.backends.compiler import GPUTarget
 
     module = import_module(request["path"], interpret=False)
+    attrs = {(index,): [["tt.divisibility", 16]] for index in request.get("divisible", ())}
     source = triton.compiler.ASTSource(fn=getattr(module, request["kernel"]), signature=request["signature"],
-                                       constexprs=request["constexprs"])
+                                       constexprs=request["constexprs"], attrs=attrs)
     compiled = triton.compile(source, target=GPUTarget("cuda", request["arch"], 32), options=request["options"])
-    return {"ok": True, "shared": getattr(compiled.metadata, "shared", None)}
+    reply = {"ok": True, "shared": getattr(compiled.metadata, "shared", None)}
+    if request.get("resources"):
+        reply.update(_cubin_resources(compiled.asm["cubin"]))
+    return reply
+
+
+def _cubin_resources(cubin: bytes) -> dict:
+    """Registers and local memory per thread, as `cuobjdump -res-usage` reads them from the cubin
+    (Triton reports them only once a GPU loads the kernel). Empty when cuobjdump is missing."""
+    import triton
+
+    bundled = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    tool = bundled if os.path.exists(bundled) else shutil.which("cuobjdump")
+    if tool is None:
+        return {}
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
+        handle.write(cubin)
+        handle.flush()
+        report = subprocess.run([tool, "-res-usage", handle.name], capture_output=True, text=True).stdout
+    usage = re.search(r"REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", report)
+    if usage is None:
+        return {}
+    return {"registers": int(usage.group(1)), "spilled": max(int(usage.group(2)), int(usage.group(3)))}
 
 
 class _Worker:
@@ -85,11 +131,18 @@ class _Worker:
         return json.loads(line)
 
 
-def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str, int], arch: int) -> AotResult:
-    signature, constexprs = kernel_signature(kernel, config)
+def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str, int], arch: int,
+                          values: dict[str, int] | None = None) -> AotResult:
+    """Compile one kernel at one config for sm_`arch`. With `values` (the launch's integer
+    arguments by name) it is specialized as that launch would be, and the result has the
+    registers and spills the hardware model needs."""
+    if values is None:
+        (signature, constexprs), divisible = kernel_signature(kernel, config), []
+    else:
+        signature, constexprs, divisible = specialized_signature(kernel, config, values)
     request = {"path": module_file, "kernel": kernel.name, "signature": signature, "constexprs": constexprs,
                "options": {"num_warps": config["num_warps"], "num_stages": config["num_stages"], "debug": kernel.debug},
-               "arch": arch}
+               "arch": arch, "divisible": divisible, "resources": values is not None}
     if triton_library_interpreted():
         reply = _Worker.ask(request)
     else:
@@ -100,7 +153,7 @@ def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str
             reply = {"ok": False, "error": f"{type(err).__name__}: {err}"}
     if not reply["ok"]:
         raise AotCompileError(f"{kernel.name} does not compile for sm_{arch} with {config}:\n{reply['error']}")
-    return AotResult(kernel.name, arch, reply.get("shared"))
+    return AotResult(kernel.name, arch, reply.get("shared"), reply.get("registers"), reply.get("spilled"))
 
 
 def _serve() -> None:

@@ -58,9 +58,25 @@ def build_parser() -> argparse.ArgumentParser:
     banks.add_argument("target", metavar="FILE.py[:FUNC]", help="a file with an S-TIR PrimFunc or IRModule with thread bindings")
     banks.add_argument("--fix", action="store_true", help="also report after BankConflictFreeTiling")
 
-    tune = commands.add_parser("tune", help="benchmark a generated module's configs on the GPU (random inputs)")
-    tune.add_argument("module", help="a module written by `tir-triton compile`")
+    model = commands.add_parser("model", help="the hardware model's prediction per kernel (compiled ahead of time "
+                                "for the GPU, no GPU needed): default config and the best of the tuner's space")
+    _add_target(model)
+    model.add_argument("--sizes", default="", help="symbolic sizes, e.g. rows=4096")
+    model.add_argument("--top", type=int, default=3, help="configs of the tuner's space to show besides the default")
+
+    tune = commands.add_parser("tune", help="tune generated modules on the GPU (random inputs) and write the choice "
+                               "into each module and its manifest (docs/tuning.md)")
+    tune.add_argument("modules", nargs="+", metavar="MODULE", help="modules written by `tir-triton compile`")
     tune.add_argument("--sizes", default="", help="symbolic sizes, e.g. rows=4096")
+    tune.add_argument("--budget", type=int, default=25, help="timed evaluations of the search (default 25)")
+    tune.add_argument("--seed", type=int, default=0, help="seed of the search's cost model")
+    tune.add_argument("--max-space", type=int, default=64, help="configs per kernel the model keeps (default 64)")
+    tune.add_argument("--no-cache", action="store_true", help="tune again even when the cache has a result")
+    tune.add_argument("--no-write", action="store_true", help="do not write the choice into the modules")
+    tune.add_argument("--gpus", default="auto", help="GPUs to spread modules over: auto (all), a count, or ids "
+                      "like 0,2 (one worker process per GPU)")
+    tune.add_argument("--json-out", metavar="FILE.json", help="also write the reports here")
+    tune.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -168,16 +184,55 @@ def cmd_bank_conflicts(args) -> int:
     return 0
 
 
-def cmd_tune(args) -> int:
-    from triton_codegen.tuning import tune_module
+def cmd_model(args) -> int:
+    from tir_passes.frontend import load_target
+    from triton_codegen import compile
+    from triton_codegen.model_report import format_rows, model_rows
 
-    sizes = dict((k, int(v)) for k, v in (item.split("=") for item in args.sizes.split(",") if item))
-    print(json.dumps(tune_module(args.module, sizes), indent=2))
+    mod, name = load_target(args.target)
+    print(format_rows(model_rows(compile(mod, verify=False, gpu=args.gpu), args.gpu, _sizes(args.sizes), args.top)),
+          end="")
     return 0
 
 
+def _sizes(text: str) -> dict[str, int]:
+    return dict((k, int(v)) for k, v in (item.split("=") for item in text.split(",") if item))
+
+
+def cmd_tune(args) -> int:
+    from triton_codegen.tuning import tune_module, tune_modules
+
+    sizes = _sizes(args.sizes)
+    gpus = _gpu_ids(args.gpus) if len(args.modules) > 1 else [0]
+    if len(gpus) > 1:
+        options = [f"--sizes={args.sizes}", f"--budget={args.budget}", f"--seed={args.seed}",
+                   f"--max-space={args.max_space}", "--quiet"] + ["--no-cache"] * args.no_cache + \
+            ["--no-write"] * args.no_write
+        reports = tune_modules(args.modules, gpus, options)
+    else:
+        reports = [tune_module(path, sizes, budget=args.budget, seed=args.seed, use_cache=not args.no_cache,
+                               write=not args.no_write, progress=not args.quiet, max_space=args.max_space)
+                   for path in args.modules]
+    if args.json_out:
+        with open(args.json_out, "w") as handle:
+            json.dump(reports, handle, indent=2, default=str)
+    print(json.dumps(reports, indent=2, default=str))
+    return 0
+
+
+def _gpu_ids(text: str) -> list[int]:
+    """`auto`: every GPU; `N`: the first N; `0,2`: those."""
+    if text == "auto":
+        import torch
+
+        return list(range(max(1, torch.cuda.device_count())))
+    if "," in text:
+        return [int(gpu) for gpu in text.split(",") if gpu]
+    return list(range(int(text)))
+
+
 COMMANDS = {"passes": cmd_passes, "diff": cmd_diff, "list-passes": cmd_list_passes, "compile": cmd_compile,
-            "verify": cmd_verify, "report": cmd_report, "tune": cmd_tune, "bank-conflicts": cmd_bank_conflicts}
+            "verify": cmd_verify, "report": cmd_report, "model": cmd_model, "tune": cmd_tune, "bank-conflicts": cmd_bank_conflicts}
 
 
 def main(argv: list[str] | None = None) -> int:

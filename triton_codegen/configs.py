@@ -10,6 +10,8 @@ from __future__ import annotations
 from lowering.tile_ir import Const, Dot, Loop, TileKernel
 from tir_passes.tile_contract import LIMITS
 
+from .search_space import block_size_allowed
+
 MAX_CONFIGS = 8
 
 
@@ -31,18 +33,13 @@ def _dot_axes(body) -> set[str]:
 
 
 def _allowed(kernel: TileKernel, block: str, size: int, dot_axes: set[str]) -> bool:
-    for dim in kernel.dims:
-        if dim.block != block:
-            continue
-        if dim.name in dot_axes and size < LIMITS.dot_min_block or size < dim.min_block:
-            return False
-        extent = dim.extent.value if isinstance(dim.extent, Const) else None
-        if extent is not None:
-            if size > max(dim.default, 1 << max(0, (extent - 1).bit_length())):
-                return False
-            if dim.even and extent % size:
-                return False
-    return size >= 1
+    return all(block_size_allowed(size, default=dim.default, extent=_static_extent(dim), even=dim.even,
+                                  minimum=max(dim.min_block, LIMITS.dot_min_block if dim.name in dot_axes else 1))
+               for dim in kernel.dims if dim.block == block)
+
+
+def _static_extent(dim) -> int | None:
+    return dim.extent.value if isinstance(dim.extent, Const) else None
 
 
 def config_space(kernel: TileKernel) -> list[dict[str, int]]:

@@ -21,7 +21,9 @@ from lowering.tile_ir import Binary, Const, Expr, Scalar, TileKernel, TileProgra
 from . import runtime_support, torch_op_support
 from .configs import config_space
 from .emit_kernel import HELPERS, emit_kernel, emit_select_combine
+from .hardware_model import summarize
 from .source import Source
+from .writeback import configs_source
 
 VERSION = "0.1.0"
 _BEGIN, _END = "# --- tir-triton runtime support: begin ---", "# --- tir-triton runtime support: end ---"
@@ -101,12 +103,18 @@ def _launch_function(kernel: TileKernel, src: Source) -> None:
         args += [f's["{scalar.name}"]' for scalar in kernel.scalars]
         args += [f'{block}=config["{block}"]' for block in kernel.block_sizes]
         if kernel.group_m:
-            args.append(f"GROUP_M={kernel.group_m}")
+            args.append(f'GROUP_M=config.get("GROUP_M", {kernel.group_m})')
         args += ['num_warps=config["num_warps"]', 'num_stages=config["num_stages"]']
-        src.line(f"wrap({kernel.name})[(programs,)](")
+        src.line(f"return wrap({kernel.name})[(programs,)](")
         for arg in args:
             src.line(f"    {arg},")
         src.line(")")
+
+
+def _tile_summary_literal(program: TileProgram) -> str:
+    """What each kernel moves and computes, as formulas of its block sizes: the tuner's hardware
+    model reads it (triton_codegen/hardware_model.py)."""
+    return "TILE_SUMMARY = " + pprint.pformat(summarize(program), width=100, sort_dicts=False)
 
 
 def _prepare_function(program: TileProgram, src: Source) -> None:
@@ -166,8 +174,8 @@ def emit_module(program: TileProgram) -> str:
     src.line()
     src.line()
     configs = {k.name: config_space(k) for k in program.kernels}
-    src.lines("CONFIGS = " + pprint.pformat(configs, width=100, sort_dicts=False))
-    src.line("CHOSEN = " + repr({k.name: 0 for k in program.kernels}))
+    src.lines(configs_source(configs, {k.name: 0 for k in program.kernels}))
+    src.lines(_tile_summary_literal(program))
     for kernel in program.kernels:
         src.line()
         src.line()

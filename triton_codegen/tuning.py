@@ -1,16 +1,35 @@
-"""Tune a saved module on the GPU: random inputs of its declared shapes, then its own tune()."""
+"""Tune saved modules: random inputs of their declared shapes, the tuner (tuner.py) on the
+module's whole run(), the result cached on disk and written into the module and its manifest.
+
+`tune_module` tunes one module in this process (on this process's GPU). `tune_modules` spreads
+many over the GPUs of the host: one worker process per GPU, each seeing only its GPU
+(CUDA_VISIBLE_DEVICES), each running `tir-triton tune` on its share of the modules; every worker
+writes its results as JSON for this process to collect. The cache is shared (atomic writes).
+"""
 
 from __future__ import annotations
 
-import torch
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Callable
 
 from tir_passes.errors import FrontendError
+from tir_passes.gpu_specs import GpuSpec, gpu_for_device, gpu_spec
 
+from . import tuning_cache
 from .loader import import_module
 from .runtime_support import shape_text, shape_value
+from .search_space import MAX_SPACE, kernel_space
+from .tuner import BUDGET, ROUNDS, TuneResult, tune
+from .writeback import write_back
 
 
 def random_arguments(params, sizes: dict[str, int], device: str) -> list:
+    import torch
+
     args = []
     for name, kind, dtype, shape, _written, _narrow in params:
         if kind == "scalar":
@@ -35,9 +54,129 @@ def _dimension(param: str, entry, sizes: dict[str, int]) -> int:
         raise FrontendError(f"parameter {param}: its dimension {shape_text(entry)} divides by zero with these --sizes") from None
 
 
-def tune_module(path: str, sizes: dict[str, int]) -> dict:
+def shape_sizes(params, args) -> dict[str, int]:
+    """The shape variables' values these arguments bind (what the hardware model's formulas name)."""
+    sizes: dict[str, int] = {}
+    for (name, kind, _dtype, shape, _written, _narrow), value in zip(params, args):
+        if kind == "scalar":
+            sizes[name] = value
+            continue
+        for axis, entry in enumerate(shape):
+            if isinstance(entry, str):
+                sizes.setdefault(entry, int(value.shape[axis]))
+    return sizes
+
+
+def module_spaces(module, spec: GpuSpec | None, sizes: dict[str, int], max_space: int = MAX_SPACE) -> list:
+    """Each kernel's search space: from the module's TILE_SUMMARY and the model, else its CONFIGS."""
+    summary = getattr(module, "TILE_SUMMARY", {})
+    spaces = []
+    for name, _launch in module.LAUNCHERS:
+        default = module.CONFIGS[name][module.CHOSEN[name]]
+        spaces.append(kernel_space(name, summary.get(name), default, spec, sizes, max_space,
+                                   fallback=tuple(module.CONFIGS[name])))
+    return spaces
+
+
+def tune_module(path: str, sizes: dict[str, int], *, budget: int = BUDGET, seed: int = 0, use_cache: bool = True,
+                write: bool = True, progress: bool = True, gpu: str | None = None, max_space: int = MAX_SPACE,
+                rounds: int = ROUNDS, timer_factory: Callable | None = None, interpret: bool = False) -> dict:
+    """Tune one saved module; returns a report (choice, timings, noise, gain, cache hit).
+
+    On a GPU the timer is gpu_timing.RunTimer and the GPU's name comes from the device. Tests pass
+    `timer_factory(module, args)`, `interpret=True` (CPU tensors) and `gpu` (the spec's name)."""
+    device_name, spec = _device(gpu, interpret)
+    module = import_module(path, interpret=interpret)
+    args = random_arguments(module.PARAMS, sizes, "cpu" if interpret else "cuda")
+    name = os.path.splitext(os.path.basename(path))[0]
+    key = tuning_cache.cache_key(module, device_name, tuning_cache.argument_shapes(module.PARAMS, args),
+                                 _triton_version())
+    cached = tuning_cache.load(name, key) if use_cache else None
+    if cached is not None and _fits(module, cached):
+        result = TuneResult.from_json(cached)
+        result.cache_hit = True
+    else:
+        spaces = module_spaces(module, spec, shape_sizes(module.PARAMS, args), max_space)
+        timer = timer_factory(module, args) if timer_factory else _gpu_timer(module, args)
+        result = tune(spaces, timer, budget=budget, seed=seed, rounds=rounds, progress=progress, label=name)
+        tuning_cache.store(name, key, result.to_json())
+    report = {"module": path, "gpu": device_name, "cache_key": key, "cache_hit": result.cache_hit,
+              "default_ms": result.default_ms, "tuned_ms": result.chosen_ms, "noise": result.noise,
+              "gain": result.gain, "kept_default": result.kept_default,
+              "evaluations": result.timed_evaluations, "chosen": result.chosen}
+    if write:
+        report["written"] = write_back(path, result.chosen, {k: v for k, v in report.items() if k != "chosen"})
+    return report
+
+
+def _device(gpu: str | None, interpret: bool) -> tuple[str, GpuSpec | None]:
+    if gpu is not None:
+        return gpu, gpu_spec(gpu)
+    if interpret:
+        raise FrontendError("tuning in the interpreter needs the GPU to model (gpu=...)")
+    import torch
+
     if not torch.cuda.is_available():
         raise FrontendError("tune needs a CUDA GPU (timings in the interpreter mean nothing)")
-    module = import_module(path, interpret=False)
-    report = module.tune(*random_arguments(module.PARAMS, sizes, "cuda"))
-    return {name: [{"config": c, "ms": t} for c, t in rows] for name, rows in report.items()}
+    name = torch.cuda.get_device_name()
+    major, minor = torch.cuda.get_device_capability()
+    return name, gpu_for_device(name, major * 10 + minor)
+
+
+def _gpu_timer(module, args):
+    from .gpu_timing import RunTimer
+
+    timer = RunTimer(module, args)
+    timer.warm_up()
+    return timer
+
+
+def _triton_version() -> str:
+    import triton
+
+    return triton.__version__
+
+
+def _fits(module, result: dict) -> bool:
+    """A cached choice applies to this module: same kernels, and configs with the same settings."""
+    kernels = {name for name, _launch in module.LAUNCHERS}
+    chosen = result.get("chosen", {})
+    if set(chosen) != kernels:
+        return False
+    return all(set(config) - {"GROUP_M"} == set(module.CONFIGS[name][0]) - {"GROUP_M"}
+               for name, config in chosen.items())
+
+
+# --- several GPUs ------------------------------------------------------------------------------
+def plan_workers(paths: list[str], gpus: list[int]) -> list[tuple[int, list[str]]]:
+    """Modules dealt round-robin to GPUs (in the order given), GPUs without modules left out."""
+    shares = [(gpu, paths[index::len(gpus)]) for index, gpu in enumerate(gpus)]
+    return [(gpu, share) for gpu, share in shares if share]
+
+
+def worker_command(paths: list[str], json_out: str, options: list[str]) -> list[str]:
+    return [sys.executable, "-m", "triton_codegen.cli", "tune", *paths, "--gpus", "1", "--json-out", json_out,
+            *options]
+
+
+def tune_modules(paths: list[str], gpus: list[int], options: list[str],
+                 command: Callable[[list[str], str, list[str]], list[str]] = worker_command) -> list[dict]:
+    """Tune `paths` with one worker process per GPU; the reports of all, in the order of `paths`."""
+    with tempfile.TemporaryDirectory(prefix="tir-triton-tune-") as folder:
+        workers = []
+        for gpu, share in plan_workers(paths, gpus):
+            out = os.path.join(folder, f"gpu{gpu}.json")
+            env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+            workers.append((gpu, out, subprocess.Popen(command(share, out, options), env=env)))
+        reports: dict[str, dict] = {}
+        failed = []
+        for gpu, out, process in workers:
+            if process.wait() != 0 or not os.path.exists(out):
+                failed.append(gpu)
+                continue
+            with open(out) as handle:
+                for report in json.load(handle):
+                    reports[report["module"]] = {**report, "gpu_index": gpu}
+    if failed:
+        raise FrontendError(f"tuning failed on GPU(s) {', '.join(map(str, failed))} (their errors are above)")
+    return [reports[path] for path in paths]

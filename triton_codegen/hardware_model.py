@@ -1,0 +1,371 @@
+"""A hardware model of generated kernels: occupancy and a roofline time, per kernel and config.
+
+It reads three things:
+- the kernel's tile summary (`summarize(program)`, emitted into every module as TILE_SUMMARY, so
+  a GPU machine without TVM has it): the grid, the tile axes, every load and store site with the
+  loops around it, every tl.dot, the buffers touched, as formulas of block sizes and shape sizes;
+- the GPU spec table (tir_passes/gpu_specs.py);
+- the registers, spills and shared memory Triton reports for the compiled kernel (ahead of time
+  on the CPU, `aot_resources`, or from a launch on the GPU), else `estimate_resources`.
+
+The formula (docs/tuning.md explains each term); P is the number of programs:
+
+    k        = programs resident per SM: the least of the warp, register, shared-memory and
+               program limits (0: the config cannot run)
+    per SM   = ceil(P / SMs) programs for the busiest SM;  wave efficiency w = P / (per SM × SMs)
+    DRAM     = Σ over buffers min(footprint, tile traffic), reads and writes apart
+    tiles    = Σ over load and store sites: unmasked elements × trips × P × element bytes
+    hiding h = min(1, bytes in flight / (copy bandwidth × MEMORY_LATENCY)), bytes in flight =
+               min(P, k × SMs) × what one program loads per step (× (stages − 1) in a pipelined tl.dot loop)
+    t_dot    = dot flops / (tensor peak × DOT_EFFICIENCY × w) + per SM × dot loop trips × DOT_STEP / k
+    time     = LAUNCH + max(DRAM / (copy bandwidth × h), tiles / (L2 bandwidth × h), t_dot)
+
+Not modelled: elementwise arithmetic and special functions (assumed hidden under memory), L2
+hits between kernels, bank conflicts, and what GROUP_M changes (L2 reuse of operand tiles).
+
+Imports nothing that needs TVM (only lowering.tile_ir for `summarize`), so the tuner runs on a
+GPU machine with torch and triton alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from tir_passes.gpu_specs import GpuSpec
+
+LAUNCH_SECONDS = 5e-6          # a kernel's launch, ramp-up and drain as CUDA events see it (H200: the
+                               # bandwidth-bound rows of docs/benchmarks.md run 5-7 µs over their bytes)
+MEMORY_LATENCY_SECONDS = 600e-9  # DRAM latency under load: Little's law sizes the bytes in flight
+DOT_EFFICIENCY = 0.7           # the share of the tensor peak a well-fed tl.dot loop reaches (H200: 637 of 989)
+DOT_STEP_SECONDS = 40e-9       # each iteration of a tl.dot loop waits on its pipeline barrier (~80 cycles)
+REGISTER_LIMIT = 255           # per thread; more spills to local memory
+REGISTER_GRANULE = 256         # registers are allocated per warp in multiples of this
+SHARED_RESERVE = 1024          # bytes the driver reserves per resident program (sm_80 and later)
+
+ELEMENT_BYTES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2,
+                 "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
+
+_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+        "//": lambda a, b: a // b, "%": lambda a, b: a % b, "floordiv": lambda a, b: a // b,
+        "floormod": lambda a, b: a % b, "cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
+
+
+class UnknownValue(KeyError):
+    """A formula names something neither the sizes nor the config give (a loop variable)."""
+
+
+def evaluate(entry, names: dict[str, int]) -> int:
+    """The value of a formula: an int, a name (shape variable or block size), or (op, a, b)."""
+    if isinstance(entry, bool) or entry is None:
+        raise UnknownValue(repr(entry))
+    if isinstance(entry, int):
+        return entry
+    if isinstance(entry, str):
+        if entry not in names:
+            raise UnknownValue(entry)
+        return names[entry]
+    op, a, b = entry
+    return _OPS[op](evaluate(a, names), evaluate(b, names))
+
+
+# --- the tile summary: what a TileProgram moves and computes, as data ------------------------------
+def summarize(program) -> dict[str, dict]:
+    """{kernel name: summary} of a TileProgram (lowering.tile_ir), plain data for the module."""
+    return {kernel.name: _summarize_kernel(program, kernel) for kernel in program.kernels}
+
+
+def _summarize_kernel(program, kernel) -> dict:
+    from lowering.tile_ir import Dot, Load, Loop, Store
+    from tir_passes.tile_contract import LIMITS  # runs where the program is compiled, with TVM
+
+    dot_axes = set()
+    accesses, dots, has_loop = [], [], False
+
+    def visit_expr(expr, trips, seen):
+        if isinstance(expr, Load) and (expr, tuple(trips)) not in seen:
+            seen.add((expr, tuple(trips)))
+            accesses.append(_access(expr.buffer, "load", expr.dtype, expr.dims, trips))
+        if isinstance(expr, Dot):
+            dot_axes.update((expr.m, expr.n, expr.k))
+            dots.append({"m": expr.m, "n": expr.n, "k": expr.k, "dtype": expr.a.dtype,
+                         "precision": expr.precision, "trips": list(trips)})
+        for child in _children(expr):
+            visit_expr(child, trips, seen)
+
+    def visit(stmts, trips, seen):
+        nonlocal has_loop
+        for stmt in stmts:
+            if isinstance(stmt, Loop):
+                has_loop = True
+                count = _entry(stmt.stop) if _entry(stmt.start) == 0 else ("-", _entry(stmt.stop), _entry(stmt.start))
+                visit(stmt.body, trips + [count], set())
+                continue
+            if isinstance(stmt, Store):
+                accesses.append(_access(stmt.buffer, "store", _buffer_dtype(kernel, stmt.buffer), stmt.offset.dims,
+                                        trips))
+            for child in _children(stmt):
+                visit_expr(child, trips, seen)
+
+    visit(kernel.body, [], set())
+    dims = [{"axis": d.name, "block": d.block, "default": d.default, "extent": _entry(d.extent),
+             "even": d.even, "min": max(d.min_block, LIMITS.dot_min_block if d.name in dot_axes else 1)}
+            for d in kernel.dims]
+    return {"grid": [_entry(axis.count) for axis in kernel.grid], "dims": dims, "accesses": accesses, "dots": dots,
+            "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
+            "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
+            "loops": has_loop}
+
+
+def _access(buffer: str, kind: str, dtype: str, axes, trips) -> dict:
+    return {"buffer": buffer, "kind": kind, "bytes": ELEMENT_BYTES.get(dtype, 4), "axes": list(axes),
+            "trips": list(trips)}
+
+
+def _children(node):
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if dataclasses.is_dataclass(item):
+                yield item
+
+
+def _buffer_dtype(kernel, name: str) -> str:
+    return next(b.dtype for b in kernel.buffers if b.name == name)
+
+
+def _buffer(program, name: str, dtype: str) -> dict:
+    for param in program.params:
+        if param.name == name:
+            return {"bytes": ELEMENT_BYTES.get(dtype, 4), "shape": list(param.shape)}
+    for scratch in program.scratch:
+        if scratch.name == name:
+            return {"bytes": ELEMENT_BYTES.get(dtype, 4), "shape": [_entry(d) for d in scratch.shape]}
+    return {"bytes": ELEMENT_BYTES.get(dtype, 4), "shape": [None]}
+
+
+def _entry(expr):
+    """A scalar tile-IR expression as a formula for `evaluate` (None where it is not one)."""
+    from lowering.tile_ir import Binary, Cast, Const, Scalar
+
+    if expr is None:
+        return None
+    if isinstance(expr, Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+        return expr.value
+    if isinstance(expr, Scalar):
+        return expr.name
+    if isinstance(expr, Cast):
+        return _entry(expr.x)
+    if isinstance(expr, Binary) and expr.op in _OPS:
+        a, b = _entry(expr.a), _entry(expr.b)
+        return (expr.op, a, b) if a is not None and b is not None else None
+    return None
+
+
+# --- resources and occupancy -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Resources:
+    registers: int        # per thread (an estimate may exceed REGISTER_LIMIT)
+    spilled_bytes: int    # local memory per thread (register spills)
+    shared_bytes: int     # per program
+    measured: bool        # reported by Triton (True) or estimated here (False)
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    programs_per_sm: int
+    limiter: str          # what bounds it: warps, registers, shared memory, programs
+    warps_fraction: float  # resident warps / the SM's maximum
+
+
+def estimate_resources(kernel: dict, config: dict) -> Resources:
+    """Registers and shared memory from the tiles alone, for configs not compiled yet: 32
+    registers of addressing plus one per element of the largest tile a thread holds (a tl.dot's
+    accumulator, else the widest load or store), and shared memory for `num_stages` copies of a
+    tl.dot's operand tiles (what Triton allocates for sm_90 when pointers are aligned, as torch's
+    are). Estimates rank configs and prune those past the register limit; what Triton reports
+    after compiling decides."""
+    threads = config["num_warps"] * 32
+    held = max([_tile_elements(kernel, config, a["axes"]) for a in kernel["accesses"]] +
+               [config[_block(kernel, d["m"])] * config[_block(kernel, d["n"])] for d in kernel["dots"]] + [1])
+    shared = 0
+    for dot in kernel["dots"]:
+        bm, bn, bk = (config[_block(kernel, dot[axis])] for axis in ("m", "n", "k"))
+        shared = max(shared, config["num_stages"] * ELEMENT_BYTES.get(dot["dtype"], 4) * (bm + bn) * bk)
+    return Resources(32 + math.ceil(held / threads), 0, shared, False)
+
+
+def occupancy(spec: GpuSpec, resources: Resources, num_warps: int) -> Occupancy:
+    registers = min(resources.registers, REGISTER_LIMIT)  # an estimate past the limit would spill
+    registers_per_warp = math.ceil(registers * 32 / REGISTER_GRANULE) * REGISTER_GRANULE
+    limits = {
+        "warps": spec.max_warps_per_sm // num_warps,
+        "registers": (spec.registers_per_sm // max(registers_per_warp, 1)) // num_warps,
+        "shared memory": (spec.model_shared_memory_per_sm // (resources.shared_bytes + SHARED_RESERVE)
+                          if resources.shared_bytes <= spec.shared_memory_per_block else 0),
+        "programs": spec.max_programs_per_sm,
+    }
+    limiter = min(limits, key=lambda name: limits[name])  # ties: the first named
+    programs = limits[limiter]
+    return Occupancy(programs, limiter, programs * num_warps / spec.max_warps_per_sm)
+
+
+def runnable(spec: GpuSpec, resources: Resources, num_warps: int) -> str | None:
+    """Why a config cannot run well, or None: too much shared memory, spills, no resident program."""
+    if resources.shared_bytes > spec.shared_memory_per_block:
+        return f"shared memory {resources.shared_bytes} B > {spec.shared_memory_per_block} B"
+    if resources.spilled_bytes:
+        return f"spills {resources.spilled_bytes} B of registers per thread"
+    if not resources.measured and resources.registers > REGISTER_LIMIT:
+        return f"about {resources.registers} registers per thread (estimated): would spill"
+    if occupancy(spec, resources, num_warps).programs_per_sm == 0:
+        return "no program fits on a multiprocessor"
+    return None
+
+
+# --- the roofline time -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Prediction:
+    seconds: float
+    bound: str            # dram, l2, tensor cores (the largest term)
+    programs: int
+    dram_bytes: float
+    tile_bytes: float
+    dot_flops: float
+    hiding: float
+    wave_efficiency: float
+    occupancy: Occupancy
+    resources: Resources
+
+    @property
+    def ms(self) -> float:
+        return self.seconds * 1e3
+
+
+def predict(kernel: dict, config: dict, spec: GpuSpec, sizes: dict[str, int],
+            resources: Resources | None = None) -> Prediction:
+    """The model's time of one kernel at one config (see the module docstring)."""
+    names = {**sizes, **config}
+    resources = resources or estimate_resources(kernel, config)
+    occ = occupancy(spec, resources, config["num_warps"])
+    programs = max(1, math.prod(evaluate(count, names) for count in kernel["grid"]))
+    slots = max(1, occ.programs_per_sm) * spec.multiprocessors
+    per_sm = math.ceil(programs / spec.multiprocessors)  # an SM's programs share its tensor cores
+    wave_efficiency = programs / (per_sm * spec.multiprocessors)
+    traffic = _traffic(kernel, config, names)
+    tile_bytes = programs * sum(traffic.values())
+    dram = _dram_bytes(kernel, names, traffic, programs)
+    copy = spec.model_copy_bandwidth_gbs * 1e9
+    step = _step_bytes(kernel, config, names)
+    hiding = min(1.0, min(programs, slots) * step / (copy * MEMORY_LATENCY_SECONDS)) if step else 1.0
+    terms = {"dram": dram / (copy * hiding), "l2": tile_bytes / (_l2_bandwidth(spec) * hiding)}
+    flops = _dot_flops(kernel, config, names) * programs
+    peak = _dot_peak(kernel, spec)
+    if flops and peak:
+        steps = per_sm * _dot_steps(kernel, names) * DOT_STEP_SECONDS / max(1, occ.programs_per_sm)
+        terms["tensor cores"] = flops / (peak * 1e12 * DOT_EFFICIENCY * wave_efficiency) + steps
+    bound = max(terms, key=lambda name: terms[name])
+    return Prediction(LAUNCH_SECONDS + terms[bound], bound, programs, dram, tile_bytes, flops, hiding,
+                      wave_efficiency, occ, resources)
+
+
+def predict_program(summary: dict[str, dict], assignment: dict[str, dict], spec: GpuSpec, sizes: dict[str, int],
+                    resources: dict[str, Resources] | None = None) -> float:
+    """Seconds of a whole run(): its kernels one after the other."""
+    resources = resources or {}
+    return sum(predict(summary[name], config, spec, sizes, resources.get(name)).seconds
+               for name, config in assignment.items())
+
+
+def _l2_bandwidth(spec: GpuSpec) -> float:
+    """Bytes per second; a GPU without an estimate gets 2.5 times its copy bandwidth."""
+    return (spec.l2_bandwidth_gbs or 2.5 * spec.model_copy_bandwidth_gbs) * 1e9
+
+
+def _block(kernel: dict, axis: str) -> str:
+    return next(d["block"] for d in kernel["dims"] if d["axis"] == axis)
+
+
+def _axis_elements(dim: dict, config: dict, names: dict[str, int]) -> float:
+    """Unmasked positions of a tile along an axis, averaged over its tiles."""
+    block = config[dim["block"]]
+    try:
+        extent = evaluate(dim["extent"], names)
+    except UnknownValue:
+        return block
+    return extent / math.ceil(extent / block) if extent > 0 else 0.0
+
+
+def _tile_elements(kernel: dict, config: dict, axes) -> int:
+    blocks = {d["axis"]: config[d["block"]] for d in kernel["dims"]}
+    return math.prod(blocks.get(axis, 1) for axis in axes)
+
+
+def _trips(entries, names: dict[str, int]) -> int:
+    """Iterations of the loops around a site (a loop bound that names a loop variable counts once)."""
+    total = 1
+    for entry in entries:
+        try:
+            total *= max(0, evaluate(entry, names))
+        except UnknownValue:
+            continue
+    return total
+
+
+def _traffic(kernel: dict, config: dict, names: dict[str, int]) -> dict[tuple[str, str], float]:
+    """Bytes one program moves per (buffer, load|store)."""
+    dims = {d["axis"]: d for d in kernel["dims"]}
+    traffic: dict[tuple[str, str], float] = {}
+    for access in kernel["accesses"]:
+        elements = math.prod(_axis_elements(dims[axis], config, names) for axis in access["axes"] if axis in dims)
+        key = (access["buffer"], access["kind"])
+        traffic[key] = traffic.get(key, 0.0) + elements * access["bytes"] * _trips(access["trips"], names)
+    return traffic
+
+
+def _footprint(buffer: dict, names: dict[str, int]) -> float:
+    try:
+        return buffer["bytes"] * math.prod(evaluate(entry, names) for entry in buffer["shape"])
+    except UnknownValue:
+        return math.inf
+
+
+def _dram_bytes(kernel: dict, names: dict[str, int], traffic: dict, programs: int) -> float:
+    """Each buffer read (and written) at most once from DRAM: re-reads of a tile hit the caches."""
+    return sum(min(_footprint(kernel["buffers"][buffer], names), per_program * programs)
+               for (buffer, _kind), per_program in traffic.items())
+
+
+def _step_bytes(kernel: dict, config: dict, names: dict[str, int]) -> float:
+    """Bytes one program has in flight: one pass over its load sites, with (stages − 1) iterations
+    prefetched when its loads sit in a loop that feeds a tl.dot (Triton pipelines those)."""
+    dims = {d["axis"]: d for d in kernel["dims"]}
+    total = 0.0
+    for access in kernel["accesses"]:
+        if access["kind"] != "load":
+            continue
+        elements = math.prod(_axis_elements(dims[axis], config, names) for axis in access["axes"] if axis in dims)
+        pipelined = kernel["dots"] and access["trips"]
+        total += elements * access["bytes"] * (max(1, config["num_stages"] - 1) if pipelined else 1)
+    return total
+
+
+def _dot_flops(kernel: dict, config: dict, names: dict[str, int]) -> float:
+    """Per program: full tiles, masked tails included (the tensor cores compute them anyway)."""
+    total = 0.0
+    for dot in kernel["dots"]:
+        bm, bn, bk = (config[_block(kernel, dot[axis])] for axis in ("m", "n", "k"))
+        total += 2.0 * bm * bn * bk * _trips(dot["trips"], names)
+    return total
+
+
+def _dot_steps(kernel: dict, names: dict[str, int]) -> int:
+    """Iterations of the loops around a program's tl.dots."""
+    return sum(_trips(dot["trips"], names) for dot in kernel["dots"])
+
+
+def _dot_peak(kernel: dict, spec: GpuSpec) -> float | None:
+    peaks = [spec.dot_tflops(d["dtype"], d["precision"]) for d in kernel["dots"]]
+    known = [p for p in peaks if p]
+    return min(known) if known else None
