@@ -391,7 +391,7 @@ def _compile_task(task) -> dict:
     if _WORKER.get("path") != path:  # one case's arguments at a time
         module = t.loader.import_module(path, interpret=False)
         args = t.tuning.random_arguments(module.PARAMS, sizes, "cuda")
-        _WORKER.update(path=path, module=module, prepared=module._prepare(tuple(args)))
+        _WORKER.update(path=path, module=module, prepared=module._prepare(tuple(args), {}))
     module, (tensors, shape_sizes) = _WORKER["module"], _WORKER["prepared"]
     launch = dict(module.LAUNCHERS)[kernel]
     for config in configs:

@@ -1,13 +1,19 @@
 """Attention as written in TVMScript: O = softmax(Q·Kᵀ · scale [+ causal mask]) · V, per batch and head.
 
 Stages: scores (a contraction over d), the row max, the exponentials and their row sum, the
-weighted sum of V (a second contraction, over the keys), and its normalization by the row sum."""
+weighted sum of V (a second contraction, over the keys), and its normalization by the row sum.
+`weights_dtype` is the type the weights are rounded to before they multiply V: the input type by
+default (16-bit products on tensor cores, as flash attention and PyTorch's SDPA compute them), or
+"float32" to keep them exact. OnlineSoftmax turns the max and the two sums into one loop with a
+running maximum, and the program compiles to one flash-attention kernel."""
 
 from tvm.script import tirx as T
 
 
-def make_attention(B: int, H: int, S: int, D: int, causal: bool = False, dtype: str = "float16"):
+def make_attention(B: int, H: int, S: int, D: int, causal: bool = False, dtype: str = "float16",
+                   weights_dtype: str | None = None):
     scale = 1.0 / D**0.5
+    weights_dtype = weights_dtype or dtype
 
     @T.prim_func(s_tir=True)
     def attention(Q: T.Buffer((B, H, S, D), dtype), K: T.Buffer((B, H, S, D), dtype), V: T.Buffer((B, H, S, D), dtype),
@@ -47,7 +53,8 @@ def make_attention(B: int, H: int, S: int, D: int, causal: bool = False, dtype: 
                 vb, vh, vi, vd, vj = T.axis.remap("SSSSR", [b, h, i, d, j])
                 with T.init():
                     acc[vb, vh, vi, vd] = T.float32(0)
-                acc[vb, vh, vi, vd] = acc[vb, vh, vi, vd] + weights[vb, vh, vi, vj] * T.Cast("float32", V[vb, vh, vj, vd])
+                acc[vb, vh, vi, vd] = acc[vb, vh, vi, vd] + (
+                    T.Cast("float32", T.Cast(weights_dtype, weights[vb, vh, vi, vj])) * T.Cast("float32", V[vb, vh, vj, vd]))
         for b, h, i, d in T.grid(B, H, S, D):
             with T.sblock("normalize"):
                 vb, vh, vi, vd = T.axis.remap("SSSS", [b, h, i, d])

@@ -27,6 +27,7 @@ from tir_passes.tile_contract import GRID, ContractError, KernelTile, kernel_til
 from . import reductions
 from .accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
 from .exprs import cast, check_dtype, fold_binary, lower_expr
+from .hoist_loads import hoist_invariant_loads
 from .kernel_scope import KernelScope, build_scope
 from .param_reads import with_reads
 from .scans import ScanState
@@ -145,7 +146,7 @@ class KernelLowering:
             group_m=self.record.group_m,
             num_warps=self.record.num_warps,
             num_stages=self.record.num_stages,
-            body=tuple(self.emitted[0]),
+            body=hoist_invariant_loads(tuple(self.emitted[0]), self.fresh),
             int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
         )
 

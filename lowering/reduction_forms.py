@@ -22,6 +22,10 @@ in fold order and its T.init value is below all of them, the old value is always
 (and conversely when they fall; lowering/fold_order.py says which element comes first). Anything
 else that reads another output is refused, naming the block and its line.
 
+Under an OnlineSoftmax mark (tir_passes/online_contract.py) two more forms are read: the max
+block's `M_prev = M` (the maximum before the element, kind "previous") and a sum rescaled by a
+factor, `Y = Y * F + t`, whose F reads no output of the block.
+
 NaN keys: every comparison with NaN is false, so what a sequential fold keeps depends on where
 the NaNs fall; the lowering skips NaN keys (docs/lowering.md).
 """
@@ -36,6 +40,7 @@ from tvm import s_tir, tirx
 
 from tir_passes.errors import UnsupportedConstructError
 from tir_passes.nest import is_self_load
+from tir_passes.online_contract import online_rescale, online_shift
 
 from .fold_order import old_versus_new
 
@@ -70,8 +75,9 @@ class Update:
 @dataclass(frozen=True)
 class Combiner:
     update: Update
-    kind: str     # sum, max, min
-    rhs: object   # the element's contribution
+    kind: str     # sum, max, min; previous (an online max's value before the element)
+    rhs: object   # the element's contribution; for previous, the old value of the maximum it follows
+    scale: object = None   # an online sum's rescale factor F: `Y = Y * F + rhs`
 
 
 @dataclass(frozen=True)
@@ -239,11 +245,31 @@ def _combiner(update: Update, outputs) -> Combiner | None:
     return Combiner(update, direction, element) if direction is not None else None
 
 
+def _online_combiner(block: s_tir.SBlock, update: Update, updates: list[Update], outputs) -> Combiner | None:
+    """The forms only an OnlineSoftmax mark allows (online_contract.py): the max block's copy of
+    the maximum before the element, and a sum rescaled by a factor `Y = Y * F + t`."""
+    shift, rescale = online_shift(block), online_rescale(block)
+    if shift is not None and update.name == shift.previous:
+        followed = next((u for u in updates if u.name == shift.shift), None)
+        if followed is not None and followed.is_old(update.value):
+            return Combiner(update, "previous", update.value)
+    value = update.value
+    if rescale is not None and isinstance(value, tirx.Add):
+        for scaled, rhs in ((value.a, value.b), (value.b, value.a)):
+            if not isinstance(scaled, tirx.Mul) or _reads(rhs, outputs):
+                continue
+            for old, factor in ((scaled.a, scaled.b), (scaled.b, scaled.a)):
+                if update.is_old(old) and not _reads(factor, outputs):
+                    return Combiner(update, "sum", rhs, factor)
+    return None
+
+
 def reduction_form(block: s_tir.SBlock, where: str) -> ReductionForm:
     updates = block_updates(block, where)
     outputs = {u.name for u in updates}
-    combiners = [c for c in (_combiner(u, outputs) for u in updates) if c is not None]
-    keys = [c for c in combiners if c.kind != "sum"]
+    combiners = [c for c in (_online_combiner(block, u, updates, outputs) or _combiner(u, outputs) for u in updates)
+                 if c is not None]
+    keys = [c for c in combiners if c.kind in ("max", "min")]
     groups: dict[str, tuple[Combiner, list]] = {}
     for update in updates:
         if any(c.update is update for c in combiners):

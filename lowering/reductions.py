@@ -13,7 +13,13 @@ A block that Tiling marked as a contraction (`tile.dot`, with its m, n and k til
 `tl.dot` with fp32 accumulation; masked operand loads fill zeros, and an operand is zeroed where a
 tail of the reduction axis is not already masked, so the tail adds nothing. Nothing here decides
 whether a block is a tl.dot: the mark does, and a mark that does not fit the block is a contract
-violation. 16-bit accumulators are widened to fp32.
+violation. 16-bit accumulators are widened to fp32. An operand may be a load or a value computed
+in registers (attention's weights); operands of two dtypes both go in the wider one (exact).
+
+Blocks of an online nest (tir_passes/online_contract.py): the max block also keeps the maximum
+before each tile ("previous"), and while the loop runs both registers stand for the buffers, so
+the nest's sums read them; a rescaled sum folds a tile as `acc * F + sum(t)` (or
+`tl.dot(a, b, acc * F)`), F lowered once per tile.
 """
 
 from __future__ import annotations
@@ -24,14 +30,15 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.errors import UnsupportedConstructError
-from tir_passes.nest import contraction_operands
+from tir_passes.nest import contraction_operands, operands_dtype
+from tir_passes.online_contract import online_shift
 from tir_passes.tile_contract import ContractError, dot_mark
 
 from . import selections
 from .exprs import accumulator_dtype, cast, identity, lower_expr
 from .fold_order import fold_order_problem
 from .reduction_forms import Combiner, reduction_form
-from .tile_ir import Assign, Binary, Const, Dot, Expr, HeldInRegisters, Reduce, Where
+from .tile_ir import Assign, Binary, Cast, Const, Dot, Expr, HeldInRegisters, Load, Reduce, Where
 
 
 def combine(kind: str, acc: Expr, value: Expr, dims) -> Expr:
@@ -48,6 +55,7 @@ class Accumulator(HeldInRegisters):
     name: str
     dtype: str
     dims: tuple[str, ...]
+    scale: object = None   # an online sum's rescale factor (TIR, over the rows)
 
 
 @dataclass
@@ -104,14 +112,19 @@ class ReductionState:
                                                     f"but {problem}")
             accumulators = [_open_accumulator(lowering, realize, c) for c in form.combiners]
             states = [selections.open_state(lowering, realize, s) for s in form.selections]
+            if online_shift(realize.block) is not None:
+                _expose_running_values(lowering, accumulators)
         return BlockReduction(realize, accumulators, states)
 
     def _update(self, lowering, reduction: BlockReduction) -> None:
         with lowering.block_context(reduction.realize):
             for acc in reduction.accumulators:
-                value = _as_dot(lowering, acc)
-                if value is None:
-                    value = _as_reduce(lowering, acc, lower_expr(lowering, acc.rhs))
+                if acc.kind == "previous":
+                    value = _followed(reduction, acc).reg
+                else:
+                    value = _as_dot(lowering, acc)
+                    if value is None:
+                        value = _as_reduce(lowering, acc, lower_expr(lowering, acc.rhs))
                 lowering.emit(Assign(acc.name, value, acc.dtype, acc.dims))
             for state in reduction.selections:
                 selections.update_state(lowering, state)
@@ -124,6 +137,21 @@ class ReductionState:
                 selections.finish_state(lowering, state)
 
 
+def _expose_running_values(lowering, accumulators: list[Accumulator]) -> None:
+    """An online max's registers (the running maximum and the one before it) are what the
+    rescaled sums of its nest read while the loop runs: after this tile's update, in program
+    order, which is what the tile-wise fold needs (tir_passes/online_contract.py)."""
+    for acc in accumulators:
+        indices = tuple(lowering.indices(acc.store.indices, ()))
+        lowering.registers[(acc.store.buffer.name, indices)] = acc.reg
+
+
+def _followed(reduction: BlockReduction, previous: Accumulator) -> Accumulator:
+    """The maximum whose value before each tile `previous` keeps (its update comes first)."""
+    name = previous.rhs.source.name
+    return next(acc for acc in reduction.accumulators if acc.store.buffer.name == name)
+
+
 def _open_accumulator(lowering, realize, combiner: Combiner) -> Accumulator:
     store = combiner.update.store
     indices = lowering.indices(store.indices, ())
@@ -134,7 +162,7 @@ def _open_accumulator(lowering, realize, combiner: Combiner) -> Accumulator:
     else:
         initial = lowering.load(tirx.BufferLoad(store.buffer, store.indices), ())
     accumulator = Accumulator(realize, store, combiner.kind, combiner.rhs, lowering.fresh(f"acc_{store.buffer.name}"),
-                              dtype, dims)
+                              dtype, dims, combiner.scale)
     lowering.emit(Assign(accumulator.name, cast(initial, dtype), dtype, dims))
     return accumulator
 
@@ -160,6 +188,17 @@ def _walks_spatial(realize, var) -> bool:
     return any(v.same_as(var) for v in _binding_vars(realize, False))
 
 
+def _carried(lowering, acc: Accumulator) -> Expr:
+    """The accumulator as this tile's fold starts from it: rescaled by an online sum's factor."""
+    if acc.scale is None:
+        return acc.reg
+    factor = cast(lower_expr(lowering, acc.scale), acc.dtype)
+    if not set(factor.dims) <= set(acc.dims):
+        raise ContractError(f"block {acc.realize.block.name_hint}", "an online sum's rescale factor varies along the "
+                            "axis it sums", "OnlineSoftmax")
+    return Binary("*", acc.reg, factor, acc.dtype, acc.dims)
+
+
 def _as_reduce(lowering, acc: Accumulator, rhs: Expr) -> Expr:
     guard = [c.tile for c in lowering.conditions if not set(c.dims) <= set(acc.dims)]
     value = cast(rhs, acc.dtype)
@@ -171,14 +210,24 @@ def _as_reduce(lowering, acc: Accumulator, rhs: Expr) -> Expr:
     axes = tuple(d for d in value.dims if d not in acc.dims)
     if axes:
         value = Reduce(acc.kind, value, axes, acc.dtype, tuple(d for d in value.dims if d not in axes))
-    return combine(acc.kind, acc.reg, value, lowering.merge_dims(acc.dims, value.dims))
+    return combine(acc.kind, _carried(lowering, acc), value, lowering.merge_dims(acc.dims, value.dims))
+
+
+def _load_mask(expr: Expr) -> tuple | None:
+    """The mask of a load (under casts), whose masked-off elements are zeros; None for a value
+    computed in registers, which may hold anything (inf, NaN) past the extent."""
+    while isinstance(expr, Cast):
+        expr = expr.x
+    return expr.mask if isinstance(expr, Load) else None
 
 
 def _zero_unmasked_tail(lowering, operand: Expr, k: str, other: Expr) -> Expr:
-    """The operand with zeros where a condition along the reduction axis `k` holds in neither
-    operand's mask (a tail that would otherwise add what lies past the extent)."""
+    """The operand with zeros where a condition along the reduction axis `k` would let it add what
+    lies past the extent: a load masked by neither operand's loads, or any value in registers."""
+    own, others = _load_mask(operand), _load_mask(other)
+    masks = () if own is None else own + (others or ())
     missing = [c.tile for c in lowering.conditions if k in c.dims and set(c.dims) <= set(operand.dims)
-               and c.tile not in operand.mask and c.tile not in other.mask]
+               and c.tile not in masks]
     for cond in missing:
         operand = Where(cond, operand, Const(0.0, operand.dtype), operand.dtype, operand.dims)
     return operand
@@ -194,10 +243,11 @@ def _as_dot(lowering, acc: Accumulator) -> Expr | None:
     where = f"block {block.name_hint}"
     if operands is None or acc.kind != "sum":
         raise ContractError(where, "marked as a tl.dot, but it is not a contraction `X[..] += a * b`")
-    a, b = (lowering.load(op.load, op.guards) for op in operands)
+    dtype = operands_dtype(*operands)
+    a, b = (cast(lower_expr(lowering, op.value, op.guards), dtype) for op in operands)
     if set(a.dims) != {mark.m, mark.k} or set(b.dims) != {mark.k, mark.n} or set(acc.dims) != {mark.m, mark.n}:
         raise ContractError(where, f"marked as a tl.dot over (m={mark.m}, n={mark.n}, k={mark.k}), but its operands "
                             f"vary along {a.dims} and {b.dims} and its result along {acc.dims}")
     a, b = _zero_unmasked_tail(lowering, a, mark.k, b), _zero_unmasked_tail(lowering, b, mark.k, a)
     precision = "tf32" if lowering.allow_tf32 else "ieee"
-    return Dot(a, b, acc.reg, mark.m, mark.k, mark.n, precision, "float32", acc.dims)
+    return Dot(a, b, _carried(lowering, acc), mark.m, mark.k, mark.n, precision, "float32", acc.dims)

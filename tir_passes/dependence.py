@@ -15,8 +15,9 @@ Data-dependent indices (`X[ids[i]]`) are never proven: such a loop is serial.
 
 A reduction block's updates of its own outputs (`X[i] = X[i] + ...` under a loop over `k` that
 drives only its reduction axes; several outputs too, such as an arg-max's value and index, each
-accessed only at its store's index) are not reported: they are what the lowering turns into a
-reduction.
+accessed only at its store's index, and stored once by the body) are not reported: they are what the lowering turns into a
+reduction. Nor are the reads of an online nest's running maximum by its sums along the nest's
+reduction loop (online_contract.py: the lowering folds them tile by tile, rescaling).
 
 Used by Tiling (to decide roles) and by the contract check (to verify them). Assumes S-TIR after
 NormalizeLoopStarts or Tiling: loops have static or symbolic extents; block bindings are exact.
@@ -31,6 +32,7 @@ import tvm_ffi
 from tvm import s_tir, sym, tirx
 
 from .nest import REDUCE, Access, block_accesses, block_sites, loop_kind, substitute_bindings
+from .online_contract import online_rescale, online_shift
 
 PROOF = sym.ProofStrength.SYMBOLIC_BOUND
 
@@ -71,10 +73,24 @@ def _is_reduction_update(site: _Site, other: _Site, loop: tirx.For) -> bool:
     loop: every access of that buffer in the block (T.init included) is at the index its store uses."""
     if site.realize is not other.realize or loop_kind(loop, site.realize) != REDUCE:
         return False
+    if sum(a.is_store and a.name == site.access.name for a in block_accesses(site.realize.block)) != 1:
+        return False   # an update stores each output once; a second store (an init in the body) is not one
     accesses = [a for a in block_accesses(site.realize.block, include_init=True) if a.name == site.access.name]
     return all(len(a.indices) == len(site.access.indices)
                and all(tvm_ffi.structural_equal(x, y) for x, y in zip(a.indices, site.access.indices))
                for a in accesses)
+
+
+def _is_online_read(write: _Site, other: _Site, loop: tirx.For) -> bool:
+    """A sum of an online nest reading the running maximum (or the one before it) along the nest's
+    reduction loop: the online form rescales for it (online_contract.py), tile by tile."""
+    shift = online_shift(write.realize.block)
+    rescale = online_rescale(other.realize.block)
+    if shift is None or rescale is None or other.access.is_store:
+        return False
+    buffers = (shift.shift, shift.previous)
+    return ((rescale.shift, rescale.previous) == buffers and write.access.name in buffers
+            and loop_kind(loop, write.realize) == REDUCE and loop_kind(loop, other.realize) == REDUCE)
 
 
 def _addresses(site: _Site, fixed: set[int], rename: bool) -> tuple[list, object, list[tuple[tirx.Var, tirx.For]]]:
@@ -127,7 +143,7 @@ def carried_dependences(stmt, loop: tirx.For, fixed=()) -> list[Dependence]:
     reported: set[tuple[str, str, str]] = set()
     for write in (s for s in sites if s.access.is_store):
         for other in (s for s in sites if s.access.name == write.access.name):
-            if _is_reduction_update(write, other, loop):
+            if _is_reduction_update(write, other, loop) or _is_online_read(write, other, loop):
                 continue
             key = (write.access.name, write.describe(), other.describe())
             if key in reported:

@@ -28,6 +28,7 @@ from tvm.s_tir.schedule import ScheduleError
 
 from .errors import first_line
 from .nest import block_accesses, blocks_under, contraction_operands, element_bytes
+from .online_contract import online_rescale, online_shift
 from .pass_util import root_block, s_tir_pass, top_level_statements
 from .tile_contract import LIMITS
 
@@ -77,12 +78,19 @@ def _inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions:
                          f"{written[0].name} never reaches memory: saves {_traffic(written[0])}")
 
 
-def _identity_var(realize: s_tir.SBlockRealize, loop_var) -> tirx.Var | None:
-    """The block variable bound to exactly `loop_var`, if any."""
+def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False) -> tirx.Var | None:
+    """The block variable bound to exactly `loop_var`, if any: a spatial one, or with `streams`
+    (a block of an online nest, which folds its reduction axis tile by tile) a reduction one too."""
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-        if isinstance(value, tirx.Var) and value.same_as(loop_var) and iv.iter_type == tirx.IterVar.DataPar:
+        if isinstance(value, tirx.Var) and value.same_as(loop_var) and (iv.iter_type == tirx.IterVar.DataPar or streams):
             return iv.var
     return None
+
+
+def _streams(block: s_tir.SBlock) -> bool:
+    """A block of an online nest (OnlineSoftmax): a producer may move under its reduction loop,
+    computing one element of the row per iteration."""
+    return online_shift(block) is not None or online_rescale(block) is not None
 
 
 def _realize_of(sch: s_tir.Schedule, name: str) -> s_tir.SBlockRealize:
@@ -103,7 +111,8 @@ def shared_depth(sch: s_tir.Schedule, producer: str, consumer: str, buf) -> tupl
     reads = _reads_of(c_real.block, buf)
     depth, reason = 0, f"{producer} and {consumer} share no leading spatial axis"
     for axis in range(min(len(store.indices), len(p_loops), len(c_loops))):
-        p_var, c_var = _identity_var(p_real, p_loops[axis].loop_var), _identity_var(c_real, c_loops[axis].loop_var)
+        p_var = _identity_var(p_real, p_loops[axis].loop_var)
+        c_var = _identity_var(c_real, c_loops[axis].loop_var, _streams(c_real.block))
         if p_var is None or c_var is None or not store.indices[axis].same_as(p_var):
             break
         mismatch = next((r for r in reads if not (isinstance(r.indices[axis], tirx.Var) and r.indices[axis].same_as(c_var))), None)
@@ -200,6 +209,35 @@ def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions:
     return ""
 
 
+def _nest_blocks(sch: s_tir.Schedule, name: str) -> list[str]:
+    """The blocks of the top-level statement that holds block `name`."""
+    statement = top_level_statements(sch.mod["main"])[_nest_index(sch, name)]
+    return [b.name_hint for b in blocks_under(statement)]
+
+
+def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: list[str]) -> str:
+    """Move the consumer nest (one block) under the leading loops it shares with the producer's nest
+    of several blocks (reverse_compute_at), which stays whole: its blocks may share loops for a
+    reason (an online softmax's running maximum). '' or why not."""
+    if _nest_blocks(sch, consumer) != [consumer]:
+        return f"both {producer.name_hint}'s nest and {consumer}'s have several blocks"
+    nest = _nest_blocks(sch, producer.name_hint)
+    written = [(name, buf) for name in nest for buf in _writes(_realize_of(sch, name).block)
+               if _reads_of(_realize_of(sch, consumer).block, buf)]
+    depth, reason = min((shared_depth(sch, name, consumer, buf) for name, buf in written), key=lambda d: d[0])
+    if not depth:
+        return reason
+    loop = sch.get_loops(sch.get_sblock(producer.name_hint))[depth - 1]
+    try:
+        sch.reverse_compute_at(sch.get_sblock(consumer), loop, preserve_unit_loops=False)
+    except ScheduleError as err:
+        return f"TVM refuses ({first_line(err, 160)})"
+    kept = ", ".join(dict.fromkeys(buf.name for _, buf in written))
+    decisions.append(f"move {consumer} into the nest of {', '.join(nest)} over {depth} shared axis(es); {kept} "
+                     f"stay in registers: saves {_traffic(*dict.fromkeys(buf for _, buf in written))}")
+    return ""
+
+
 def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
     """Fuse until nothing changes (consumers first, so chains collapse), then record refusals."""
     refused: dict[str, str] = {}
@@ -213,7 +251,10 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
             if consumer is None or not depth:
                 continue
-            failure = _fuse_one(sch, producer, consumer, depth, decisions)
+            if len(_nest_blocks(sch, producer.name_hint)) > 1:
+                failure = _consumer_under_nest(sch, producer, consumer, decisions)
+            else:
+                failure = _fuse_one(sch, producer, consumer, depth, decisions)
             if failure:
                 refused[producer.name_hint] = f"not fused: {producer.name_hint} -> {consumer}: {failure}"
                 continue

@@ -241,12 +241,24 @@ def is_self_load(expr, store: tirx.BufferStore) -> bool:
 
 
 # --- contractions ----------------------------------------------------------------------------------
+def value_dtype(expr) -> str:
+    return str(expr.source.dtype) if isinstance(expr, tvm.ir.TensorLoad) else str(expr.ty.dtype)
+
+
+def _exact_widening(cast: tirx.Cast) -> bool:
+    """A cast that keeps every value: to a float type at least as wide as a float source."""
+    source, target = value_dtype(cast.value), str(cast.ty.dtype)
+    if source == target:
+        return True
+    return source in ("float16", "bfloat16") and target == "float32"
+
+
 def _strip_padding(expr) -> tuple[object, tuple]:
-    """The load under casts and zero padding (`T.if_then_else(inside, X[...], 0)`), and the
-    padding conditions it sits under."""
+    """The value under exact widening casts and zero padding (`T.if_then_else(inside, X[...], 0)`),
+    and the padding conditions it sits under. A rounding cast (fp32 -> fp16) is part of the value."""
     guards: tuple = ()
     while True:
-        if isinstance(expr, tirx.Cast):
+        if isinstance(expr, tirx.Cast) and _exact_widening(expr):
             expr = expr.value
         elif call_name(expr) == "if_then_else" and is_zero(expr.args[2]):
             guards += (expr.args[0],)
@@ -257,43 +269,61 @@ def _strip_padding(expr) -> tuple[object, tuple]:
 
 @dataclass(frozen=True)
 class Operand:
-    """One operand of a contraction: a load, and the padding conditions it is read under."""
+    """One operand of a contraction: a value (a load, or an expression computed in registers such
+    as attention's weights), and the padding conditions it is read under."""
 
-    load: object
+    value: object
     guards: tuple
 
     @property
-    def buffer(self):
-        return self.load.source
+    def dtype(self) -> str:
+        return value_dtype(self.value)
+
+    @property
+    def var_names(self) -> set[str]:
+        return {v.name for v in vars_of(self.value)}
+
+
+def contraction_term(block: s_tir.SBlock):
+    """The term t of a sum block `X = X + t` with T.init, or of an online sum `X = X * F + t` (a
+    block OnlineSoftmax marked: the lowering rescales the accumulator by F, tile by tile); else None."""
+    from .online_contract import online_rescale  # the contract module imports this one
+
+    if block.init is None or not isinstance(block.body, tirx.BufferStore):
+        return None
+    store, value = block.body, block.body.value
+    if not isinstance(value, tirx.Add):
+        return None
+    for old, term in ((value.a, value.b), (value.b, value.a)):
+        if is_self_load(old, store):
+            return term
+        if (online_rescale(block) is not None and isinstance(old, tirx.Mul)
+                and (is_self_load(old.a, store) or is_self_load(old.b, store))):
+            return term
+    return None
 
 
 def contraction_operands(block: s_tir.SBlock) -> tuple[Operand, Operand] | None:
-    """(a, b) when the block is `X[..] = X[..] + a * b` with T.init, where a and b are loads (under
-    casts and zero padding) of one dtype that tl.dot takes, and each has a spatial variable the other
-    lacks (an (m, k) operand times a (k, n) one). None otherwise."""
-    if block.init is None or not isinstance(block.body, tirx.BufferStore):
-        return None
-    if str(block.body.buffer.dtype) not in DOT_DTYPES:
+    """(a, b) when the block sums products `a * b` (contraction_term), where a and b are values of a
+    dtype tl.dot takes (loads, or expressions in registers; a load under a widening cast counts in
+    its own dtype) and each has a spatial variable the other lacks (an (m, k) operand times a (k, n)
+    one). None otherwise."""
+    term = contraction_term(block)
+    if term is None or str(block.body.buffer.dtype) not in DOT_DTYPES:
         return None  # tl.dot accumulates in fp32
-    value = block.body.value
-    if not isinstance(value, tirx.Add):
-        return None
-    if is_self_load(value.a, block.body):
-        product, _ = _strip_padding(value.b)
-    elif is_self_load(value.b, block.body):
-        product, _ = _strip_padding(value.a)
-    else:
-        return None
+    product, _ = _strip_padding(term)
     if not isinstance(product, tirx.Mul):
         return None
-    (a, a_guards), (b, b_guards) = _strip_padding(product.a), _strip_padding(product.b)
-    if not (isinstance(a, tvm.ir.TensorLoad) and isinstance(b, tvm.ir.TensorLoad)):
-        return None
-    if str(a.source.dtype) != str(b.source.dtype) or str(a.source.dtype) not in DOT_DTYPES:
+    a, b = (Operand(*_strip_padding(side)) for side in (product.a, product.b))
+    if a.dtype not in DOT_DTYPES or b.dtype not in DOT_DTYPES:
         return None
     spatial = {iv.var.name for iv in block.iter_vars if iv.iter_type == tirx.IterVar.DataPar}
-    a_vars = {v.name for v in vars_of(list(a.indices))} & spatial
-    b_vars = {v.name for v in vars_of(list(b.indices))} & spatial
+    a_vars, b_vars = a.var_names & spatial, b.var_names & spatial
     if not (a_vars - b_vars) or not (b_vars - a_vars):
         return None
-    return Operand(a, a_guards), Operand(b, b_guards)
+    return a, b
+
+
+def operands_dtype(a: Operand, b: Operand) -> str:
+    """The dtype both operands of a tl.dot take: the wider one (widening is exact)."""
+    return a.dtype if a.dtype == b.dtype else "float32"

@@ -3,6 +3,9 @@ with dumps, diffs, timing and verification after every pass.
 
 Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
+  OnlineSoftmax     a max and the sums of exponentials that read it -> one loop with a running
+                    maximum (flash attention's form), where that pays; before LoopFusion, which
+                    then fuses the scores into that loop
   LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
                     consumer's shared loops (before the loop clean-ups: it leaves unit loops)
   BufferLayout      intermediates that still cross kernels get the axis their loops walk
@@ -36,6 +39,7 @@ from .buffer_layout import BufferLayout
 from .hoist_allocations import HoistAllocations
 from .input_checks import check_input, input_round_trip
 from .loop_fusion import LoopFusion
+from .online_softmax import OnlineSoftmax
 from .instrument import StageRecorder
 from .numerics import NumericsPlan, progress
 from .pass_util import take_raised_error
@@ -54,6 +58,7 @@ KNOWN_PASSES = {
     "HoistAllocations": "tir_passes.hoist_allocations:HoistAllocations",
     "LoopFusion": "tir_passes.loop_fusion:LoopFusion",
     "NormalizeLoopStarts": "tir_passes.normalize_loop_starts:NormalizeLoopStarts",
+    "OnlineSoftmax": "tir_passes.online_softmax:OnlineSoftmax",
     "RemoveUnitLoops": "tir_passes.remove_unit_loops:RemoveUnitLoops",
     "Tiling": "tir_passes.tiling:Tiling",
 }
@@ -62,6 +67,7 @@ KNOWN_PASSES = {
 def default_pipeline(gpu: str = "H200") -> list[tvm.transform.Pass]:
     return [
         HoistAllocations(),
+        OnlineSoftmax(),
         LoopFusion(),
         BufferLayout(),
         RemoveUnitLoops(),

@@ -57,8 +57,8 @@ LIMITS = BackendLimits()
 class ContractError(TirTritonError):
     """The IR's tiling annotations are malformed or contradict the IR they describe."""
 
-    def __init__(self, where: str, message: str):
-        super().__init__(f"tiling contract violated at {where}: {message} (the Tiling pass wrote this decision)")
+    def __init__(self, where: str, message: str, writer: str = "Tiling"):
+        super().__init__(f"tiling contract violated at {where}: {message} (the {writer} pass wrote this decision)")
         self.where = where
 
 

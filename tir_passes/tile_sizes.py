@@ -6,7 +6,9 @@
 - transposed nests: square tiles over the two loops the loads and the stores are contiguous along;
 - other nests: the innermost reduction loop as one tile up to a register budget (8 warps when a
   row is longer than what 4 warps hold), then the innermost spatial loops within what is left;
-- fused rows: whole-row tiles (up to the widest row tile) and as many rows as fit 4096 elements.
+- fused rows: whole-row tiles (up to the widest row tile) and as many rows as fit 4096 elements;
+- online nests (a running maximum with sums over the same loop, OnlineSoftmax): that loop in
+  tiles of 64 (32 for fp32) beside rows of 128 (64), the shape of flash attention's tiles.
 """
 
 from __future__ import annotations
@@ -77,3 +79,25 @@ def fused_rows(widest: int, row_extent: int | None, has_contraction: bool) -> in
 
 def fused_warps(rows: int, widest: int) -> int:
     return max(4, min(16, power_of_two_floor(max(1, rows * widest // 512))))
+
+
+def online_sizes(dtype: str, rows_extent: int | None, loop_extent: int | None,
+                 contraction: bool) -> tuple[int, int, int]:
+    """(rows, columns, warps) of an online nest: the rows a program keeps, and the tile of the
+    loop its running maximum walks. With a contraction (attention), tl.dot tiles, each at least
+    tl.dot's minimum; without (a softmax whose rows are too long for one tile), a row-wise stream:
+    wide column tiles and as many rows as a program's element budget allows."""
+    if not contraction:
+        columns = min(next_power_of_two(loop_extent or UNKNOWN_EXTENT), ROW_ELEMENTS_PER_PROGRAM)
+        rows = fused_rows(columns, rows_extent, False)
+        return rows, columns, fused_warps(rows, columns)
+    rows, columns = (128, 64) if element_bytes(dtype) <= 2 else (64, 32)
+    rows = max(LIMITS.dot_min_block, min(rows, next_power_of_two(rows_extent or rows)))
+    columns = max(LIMITS.dot_min_block, min(columns, next_power_of_two(loop_extent or columns)))
+    return rows, columns, 8 if rows >= 128 else 4
+
+
+def stepped_size(size: int, rows: int) -> int:
+    """The tile of a loop stepped by a serial loop in a program that keeps `rows` rows: within the
+    program's element budget (a whole-row tile would not be stepped)."""
+    return max(1, min(size, power_of_two_floor(max(1, ROW_ELEMENTS_PER_PROGRAM // rows))))

@@ -29,7 +29,8 @@ from . import tile_sizes
 from .dependence import carried_dependences
 from .scans import ScanForm, scan_along_loop
 from .gpu_specs import GpuSpec
-from .nest import (REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, contraction_operands, element_bytes, loop_chain,
+from .online_contract import online_rescale, online_shift
+from .nest import (REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, contraction_operands, element_bytes, loop_chain, operands_dtype,
                    loop_kind, loops_under, perfect_nest, python_name, realizes_under, static_int, unique_name, vars_of)
 from .tile_contract import LIMITS
 
@@ -171,15 +172,15 @@ def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name) -> Kern
     """M, N: the innermost spatial loops only `a` resp. only `b` uses; K: the innermost reduction
     loop both use. Other loops stay grid (spatial) or serial (reduction)."""
     a, b = contraction_operands(realize.block)
-    a_vars = {v.name for v in vars_of(list(a.load.indices))}
-    b_vars = {v.name for v in vars_of(list(b.load.indices))}
+    a_vars = a.var_names
+    b_vars = b.var_names
     m = _last(loops, realize, SPATIAL, lambda it: it in a_vars and it not in b_vars, blocked)
     n = _last(loops, realize, SPATIAL, lambda it: it in b_vars and it not in a_vars, blocked)
     k = _last(loops, realize, REDUCE, lambda it: it in a_vars and it in b_vars, blocked)
     if m is None or n is None or k is None:
         return None
     extents = {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
-    sizes = tile_sizes.contraction_sizes(spec, str(a.buffer.dtype), extents)
+    sizes = tile_sizes.contraction_sizes(spec, operands_dtype(a, b), extents)
     plan = KernelPlan([list(loops)], num_warps=tile_sizes.contraction_warps(sizes), num_stages=3, group_m=8)
     for loop, role in ((m, "M"), (n, "N"), (k, "K")):
         plan.tiles[_key(loop)] = TileChoice(axis_name(loop), sizes[role], False, f"BLOCK_{role}")
@@ -290,12 +291,41 @@ def _fused_contraction(spec, shape: FusedShape, blocked, axis_name) -> KernelPla
     return None
 
 
+def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | None:
+    """The loop an online nest's running maximum walks, when it must be stepped in tiles: a sum
+    over it is a contraction (flash attention's weighted sum), or it is longer than one tile;
+    with the dtype of the sums' operands, and whether one is a contraction."""
+    online = [(loops, realize) for loops, realize in shape.subs
+              if online_shift(realize.block) is not None or online_rescale(realize.block) is not None]
+    reduce_loops = [l for loops, realize in online for l in loops if loop_kind(l, realize) == REDUCE]
+    if not reduce_loops or _key(reduce_loops[0]) in blocked:
+        return None
+    loop = reduce_loops[0]
+    contraction = next((realize for loops, realize in online if contraction_operands(realize.block) is not None), None)
+    if contraction is None and tile_sizes.row_tile(static_int(loop.extent))[1]:
+        return None
+    dtype = operands_dtype(*contraction_operands(contraction.block)) if contraction is not None else _store_dtype(online[0][1])
+    return loop, dtype, contraction is not None
+
+
+def _plan_online(shape: FusedShape, online: tuple[tirx.For, str, bool], plan: KernelPlan, axis_name) -> int:
+    """Tile the online loop (stepped by a serial loop) and choose the rows; returns the rows."""
+    loop, dtype, contraction = online
+    rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, static_int(shape.shared[-1].extent),
+                                                             static_int(loop.extent), contraction)
+    plan.tiles[_key(loop)] = TileChoice(axis_name(loop), columns, False)
+    plan.notes.append(f"loop {loop.loop_var.name} walks an online softmax: tiles of {columns}, rescaled sums")
+    return rows
+
+
 def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
     plan = _fused_contraction(spec, shape, blocked, _axis_namer)
     if plan is not None:
         return plan
     axis_name = _axis_namer()
     plan = KernelPlan([list(shape.shared)] + shape.chains, num_stages=2)
+    online = _online_loop(shape, blocked)
+    online_rows = _plan_online(shape, online, plan, axis_name) if online is not None else None
     shared_axes: dict[tuple, str] = {}   # (extent, (buffer, axis)) -> axis name of a whole tile
     widest = 1
     for loops, realize in shape.subs:
@@ -307,6 +337,8 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
             loop = candidates[-1]
             extent = static_int(loop.extent)
             size, whole = tile_sizes.row_tile(extent)
+            if online_rows is not None and not whole:
+                size = tile_sizes.stepped_size(size, online_rows)   # beside the online loop, the same rows
             keys = sorted(((extent, key) for key in _indexed_axes(realize, loop)), key=str) if whole else []
             axis = next((shared_axes[k] for k in keys if k in shared_axes and shared_axes[k] not in used), None)
             axis = axis or axis_name(loop)
@@ -317,10 +349,11 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
             widest = max(widest, size)
     row_loop = shape.shared[-1]
     has_contraction = any(contraction_operands(r.block) is not None for _, r in shape.subs)
-    rows = tile_sizes.fused_rows(widest, static_int(row_loop.extent), has_contraction)
+    rows = online_rows or tile_sizes.fused_rows(widest, static_int(row_loop.extent), has_contraction)
     if rows > 1 and _key(row_loop) not in blocked:
         plan.tiles[_key(row_loop)] = TileChoice(axis_name(row_loop), rows, False)
-    plan.num_warps = tile_sizes.fused_warps(rows, widest)
+    if online_rows is None:
+        plan.num_warps = tile_sizes.fused_warps(rows, widest)
     return plan
 
 
@@ -332,8 +365,8 @@ def _dot_loops(realize, enclosing: list[tirx.For], tiles: dict[int, TileChoice])
     if operands is None:
         return None
     a, b = operands
-    a_vars = {v.name for v in vars_of(list(a.load.indices))}
-    b_vars = {v.name for v in vars_of(list(b.load.indices))}
+    a_vars = a.var_names
+    b_vars = b.var_names
     roles: dict[str, list[tirx.For]] = {"m": [], "n": [], "k": [], "other": []}
     for loop in enclosing:
         if _key(loop) not in tiles or bound_iter_var(realize, loop.loop_var) is None:

@@ -14,6 +14,12 @@ check can. After every pass (a no-op before Tiling), for every kernel it verifie
   tl.dot's minimum, on a block that is a contraction;
 - every value the kernel writes and reads again is in registers (and may be, by storage.py's
   rule) or spilled through memory.
+
+And, from OnlineSoftmax on (online_contract.py), in every kernel whether tiled or not: a block
+marked "online.shift" is a reduction over one axis that writes the shift and previous buffers it
+names; a block marked "online.rescale" names a shift block of the same nest, and both reduce
+along the same loop (a pass that moved them apart breaks the rescaling, which per element TIR
+does not show until the lowering folds tiles).
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ import tvm_ffi
 from tvm import sym, tirx
 
 from .dependence import carried_dependences
-from .nest import (REDUCE, SPATIAL, bound_iter_var, conjuncts, contraction_operands, loop_kind, loop_sites,
-                   realizes_under, vars_of)
+from .nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, contraction_operands, loop_kind,
+                   loop_sites, realizes_under, written_buffers)
+from .online_contract import online_rescale, online_shift
 from .pass_util import top_level_statements
 from .storage import decide_storage
 from .tile_contract import (GRID, LIMITS, SERIAL, TILE, ContractError, LoopTile, dot_mark, kernel_tile, loop_tile,
@@ -42,7 +49,42 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
     return problems
 
 
+def _online_problems(stmt) -> list[str]:
+    try:
+        sites = [(realize, loops, online_shift(realize.block), online_rescale(realize.block))
+                 for realize, loops in block_sites(stmt)]
+    except ContractError as err:
+        return [str(err)]
+    problems, shifts = [], {}
+    for realize, loops, shift, _ in sites:
+        if shift is None:
+            continue
+        name = realize.block.name_hint
+        reduce = _reduce_loops(realize, loops)
+        written = {buf.name for buf in written_buffers(realize.block)}
+        if not reduce or not {shift.shift, shift.previous} <= written:
+            problems.append(f"online shift block {name}: it must reduce along a loop and write {shift.shift} and "
+                            f"{shift.previous}")
+            continue
+        shifts[(shift.shift, shift.previous)] = reduce
+    for realize, loops, _, rescale in sites:
+        if rescale is None:
+            continue
+        if shifts.get((rescale.shift, rescale.previous)) != _reduce_loops(realize, loops):
+            problems.append(f"online sum {realize.block.name_hint}: it must reduce along the loop of the block that "
+                            f"keeps {rescale.shift} and {rescale.previous}, in its nest")
+    return problems
+
+
+def _reduce_loops(realize, loops) -> tuple[int, ...]:
+    """The loops (by handle) that walk the block's reduction: one, or a split's two halves."""
+    return tuple(loop.loop_var.__chandle__() for loop in loops if loop_kind(loop, realize) == REDUCE)
+
+
 def _kernel_problems(stmt) -> list[str]:
+    online = _online_problems(stmt)
+    if online:
+        return online
     loops = loop_sites(stmt)
     try:
         tiles = {loop.loop_var.__chandle__(): loop_tile(loop) for loop, _ in loops}
@@ -188,8 +230,8 @@ def _dot_problems(stmt, loops, tiles) -> list[str]:
         if operands is None:
             problems.append(f"{name}: the block is not a contraction X[..] += a * b")
             continue
-        a_vars = {v.name for v in vars_of(list(operands[0].load.indices))}
-        b_vars = {v.name for v in vars_of(list(operands[1].load.indices))}
+        a_vars = operands[0].var_names
+        b_vars = operands[1].var_names
         wanted = {"m": (SPATIAL, lambda it: it in a_vars and it not in b_vars),
                   "n": (SPATIAL, lambda it: it in b_vars and it not in a_vars),
                   "k": (REDUCE, lambda it: it in a_vars and it in b_vars)}

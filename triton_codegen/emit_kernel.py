@@ -120,6 +120,10 @@ HELPERS = {
     "_tir_maximum": "@triton.jit\ndef _tir_maximum(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",
     "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",
     "_tir_multiply": "@triton.jit\ndef _tir_multiply(a, b):\n    return a * b\n",
+    # Triton's interpreter (3.9) computes tl.dot on bfloat16 operands from their raw bits (garbage);
+    # there the operands go in fp32, which holds every bfloat16 product exactly
+    "_dot_operand": ("_UPCAST_DOT_OPERANDS = tl.constexpr(_INTERPRETED)\n\n\n@triton.jit\ndef _dot_operand(x):\n"
+                     "    if _UPCAST_DOT_OPERANDS:\n        return x.to(tl.float32)\n    return x\n"),
 }
 # Triton's reductions widen these (bf16 and 16-bit float sums to fp32, narrow integers to int32)
 _WIDENED_BY_REDUCTIONS = ("bool", "int8", "int16", "uint8", "uint16", "float16", "bfloat16")
@@ -360,6 +364,9 @@ class KernelPrinter:
 
     def _render_dot(self, expr: Dot) -> str:
         a, b = self.name_of(expr.a), self.name_of(expr.b)
+        if "bfloat16" in (expr.a.dtype, expr.b.dtype):
+            self.helpers.add("_dot_operand")
+            a, b = f"_dot_operand({a})", f"_dot_operand({b})"
         a_mk = a if expr.a.dims == (expr.m, expr.k) else f"tl.trans({a})"
         b_kn = b if expr.b.dims == (expr.k, expr.n) else f"tl.trans({b})"
         precision = f", input_precision=\"{expr.precision}\"" if expr.a.dtype == "float32" else ""

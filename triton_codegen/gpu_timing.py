@@ -67,7 +67,7 @@ class RunTimer:
         """Launch every kernel whose config is new once; why the assignment must not be timed, or None."""
         import torch
 
-        t, s = self.module._prepare(self.args)
+        t, s = self.module._prepare(self.args, {})
         for name, launch in self.module.LAUNCHERS:
             kernel_key = assignment_key({name: assignment[name]})
             if kernel_key not in self.resources:

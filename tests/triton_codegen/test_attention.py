@@ -1,0 +1,38 @@
+"""Attention written stage by stage in TVMScript compiles to one flash-attention kernel: the
+scores and the weighted sum are two tl.dots in one loop over key tiles, with a running maximum
+(OnlineSoftmax), for causal and non-causal masks and 16-bit inputs."""
+
+import pytest
+
+from helpers import compile_and_check
+from tir_passes.online_contract import DECISIONS_KEY
+from tir_passes.pass_util import root_block
+
+from attention import make_attention
+from matmul import make_matmul
+
+ATTENTION = {
+    "fp16_odd": lambda: make_attention(1, 2, 37, 16),
+    "fp16_causal_two_tiles": lambda: make_attention(2, 1, 45, 32, causal=True),
+    "bf16_causal": lambda: make_attention(1, 1, 37, 16, causal=True, dtype="bfloat16"),
+    "fp32_weights": lambda: make_attention(1, 1, 29, 16, weights_dtype="float32"),
+}
+
+
+@pytest.mark.interpreter
+@pytest.mark.aot
+@pytest.mark.parametrize("name", sorted(ATTENTION))
+def test_attention_is_one_kernel_with_two_dots(name):
+    kernel = compile_and_check(ATTENTION[name]())
+    assert len(kernel.program.kernels) == 1
+    assert kernel.source.count("tl.dot(") == 2
+    decisions = root_block(kernel.tir["main"]).annotations[DECISIONS_KEY]
+    assert any("online with" in str(d) for d in decisions)
+
+
+@pytest.mark.interpreter
+def test_bfloat16_matmul_in_the_interpreter():
+    """Triton's interpreter computes tl.dot of bfloat16 tiles from their raw bits; the generated
+    module widens them to float32 there (and only there)."""
+    kernel = compile_and_check(make_matmul(37, 29, 21, "bfloat16", "float32"), aot=False)
+    assert "_dot_operand(" in kernel.source
