@@ -86,6 +86,30 @@ class RangeCheck:
 
 
 @dataclass(frozen=True)
+class TileAccess:
+    """What a load or store touches, when it is a rectangle of its buffer (lowering/tile_access.py
+    decides): along buffer axis p, `origin[p] + arange(BLOCK)` of the tile axis `axes[p]`, or the
+    single index `origin[p]` where `axes[p]` is None. The access's mask conjuncts that only say
+    "inside the buffer" are implied by any access that drops out-of-bounds elements (a tensor
+    descriptor); `residual` holds the others."""
+
+    origin: tuple["Expr", ...]      # per buffer axis: a scalar expression (no tile axes)
+    axes: tuple[str | None, ...]    # per buffer axis: the tile axis along it, or None
+    residual: tuple["Expr", ...] = ()
+
+    @property
+    def tile_axes(self) -> tuple[str, ...]:
+        """The tile axes in buffer-axis order."""
+        return tuple(axis for axis in self.axes if axis is not None)
+
+    @property
+    def inner_axis_tiled(self) -> bool:
+        """The buffer's last axis is a tile axis: the tile's rows are runs of adjacent elements
+        when that axis's stride is 1 (the launcher checks the stride)."""
+        return self.axes[-1] is not None
+
+
+@dataclass(frozen=True)
 class Load:
     buffer: str
     offset: "Expr"
@@ -93,6 +117,7 @@ class Load:
     dtype: str
     dims: tuple[str, ...]
     checks: tuple[RangeCheck, ...] = ()
+    tile: TileAccess | None = None  # set by lowering/tile_access.py when the access is a rectangle
 
 
 class HeldInRegisters:
@@ -210,6 +235,7 @@ class Store:
     value: Expr
     mask: tuple[Expr, ...]
     checks: tuple[RangeCheck, ...] = ()
+    tile: TileAccess | None = None  # set by lowering/tile_access.py when the access is a rectangle
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from lowering.accesses import pointer_name, stride_name
 from lowering.tile_ir import TileKernel
 
+from .descriptors import DescriptorPlan
 from .loader import import_module, triton_library_interpreted
 
 _POINTER_TYPES = {"bool": "*i1", "int8": "*i8", "int16": "*i16", "int32": "*i32", "int64": "*i64",
@@ -37,20 +38,27 @@ class AotResult:
     shared_bytes: int | None
     registers: int | None = None       # per thread, from the cubin (cuobjdump)
     spilled_bytes: int | None = None   # local memory per thread: register spills
+    tma_copies: int = 0                # TMA instructions (cp.async.bulk.tensor) in the PTX
 
 
 class AotCompileError(RuntimeError):
     """Triton refused to compile a generated kernel for a GPU architecture."""
 
 
-def kernel_signature(kernel: TileKernel, config: dict[str, int]) -> tuple[dict, dict]:
+def kernel_signature(kernel: TileKernel, config: dict[str, int], plan: DescriptorPlan | None = None) -> tuple[dict, dict]:
+    """The pointer kernel's signature, or with a plan its `_tma` variant's (descriptors typed
+    `tensordesc<fp16[128, 64]>` with the config's block sizes, as Triton types a launch's)."""
     signature, constexprs = {}, {}
+    dtypes = {buf.name: buf.dtype for buf in kernel.buffers}
     for buf in kernel.buffers:
         signature[pointer_name(buf.name)] = _POINTER_TYPES[buf.dtype]
         for axis in range(buf.ndim):
             signature[stride_name(buf.name, axis)] = "i64" if buf.name in kernel.int64_buffers else "i32"
     for scalar in kernel.scalars:
         signature[scalar.name] = _SCALAR_TYPES.get(scalar.dtype, "i32")
+    for descriptor in plan.descriptors if plan else ():
+        block = ", ".join(str(config[name]) if name else "1" for name in descriptor.blocks)
+        signature[descriptor.param] = f"tensordesc<{_POINTER_TYPES[dtypes[descriptor.buffer]][1:]}[{block}]>"
     for block in kernel.block_sizes:
         signature[block] = "constexpr"
         constexprs[block] = config[block]
@@ -87,7 +95,8 @@ def _compile_here(request: dict) -> dict:
     source = triton.compiler.ASTSource(fn=getattr(module, request["kernel"]), signature=request["signature"],
                                        constexprs=request["constexprs"], attrs=attrs)
     compiled = triton.compile(source, target=GPUTarget("cuda", request["arch"], 32), options=request["options"])
-    reply = {"ok": True, "shared": getattr(compiled.metadata, "shared", None)}
+    reply = {"ok": True, "shared": getattr(compiled.metadata, "shared", None),
+             "tma_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor")}
     if request.get("resources"):
         reply.update(_cubin_resources(compiled.asm["cubin"]))
     return reply
@@ -132,15 +141,19 @@ class _Worker:
 
 
 def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str, int], arch: int,
-                          values: dict[str, int] | None = None) -> AotResult:
-    """Compile one kernel at one config for sm_`arch`. With `values` (the launch's integer
-    arguments by name) it is specialized as that launch would be, and the result has the
-    registers and spills the hardware model needs."""
+                          values: dict[str, int] | None = None, plan: DescriptorPlan | None = None) -> AotResult:
+    """Compile one kernel at one config for sm_`arch`, or with a plan its `_tma` variant
+    (descriptors.plan_descriptors). With `values` (the launch's integer arguments by name) the
+    pointer kernel is specialized as that launch would be, and the result has the registers and
+    spills the hardware model needs."""
     if values is None:
-        (signature, constexprs), divisible = kernel_signature(kernel, config), []
-    else:
+        (signature, constexprs), divisible = kernel_signature(kernel, config, plan), []
+    elif plan is None:
         signature, constexprs, divisible = specialized_signature(kernel, config, values)
-    request = {"path": module_file, "kernel": kernel.name, "signature": signature, "constexprs": constexprs,
+    else:
+        raise ValueError("a specialized compile (values) is of the pointer kernel only")
+    name = plan.variant if plan else kernel.name
+    request = {"path": module_file, "kernel": name, "signature": signature, "constexprs": constexprs,
                "options": {"num_warps": config["num_warps"], "num_stages": config["num_stages"], "debug": kernel.debug},
                "arch": arch, "divisible": divisible, "resources": values is not None}
     if triton_library_interpreted():
@@ -152,8 +165,9 @@ def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str
         except Exception as err:  # noqa: BLE001 - reported like the worker's failures
             reply = {"ok": False, "error": f"{type(err).__name__}: {err}"}
     if not reply["ok"]:
-        raise AotCompileError(f"{kernel.name} does not compile for sm_{arch} with {config}:\n{reply['error']}")
-    return AotResult(kernel.name, arch, reply.get("shared"), reply.get("registers"), reply.get("spilled"))
+        raise AotCompileError(f"{name} does not compile for sm_{arch} with {config}:\n{reply['error']}")
+    return AotResult(name, arch, reply.get("shared"), reply.get("registers"), reply.get("spilled"),
+                     reply.get("tma_copies", 0))
 
 
 def _serve() -> None:

@@ -130,13 +130,13 @@ def _watch_margins(guarded: dict[str, tuple[torch.Tensor, torch.Tensor]], found:
 
     load, store = InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store
 
-    def watched_load(self, ptrs, mask, *args):
+    def watched_load(self, ptrs, mask, *args, **kwargs):  # descriptor loads pass keywords
         note(ptrs, mask, "read")
-        return load(self, ptrs, mask, *args)
+        return load(self, ptrs, mask, *args, **kwargs)
 
-    def watched_store(self, ptrs, value, mask, *args):
+    def watched_store(self, ptrs, value, mask, *args, **kwargs):
         note(ptrs, mask, "wrote")
-        return store(self, ptrs, value, mask, *args)
+        return store(self, ptrs, value, mask, *args, **kwargs)
 
     InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store = watched_load, watched_store
     try:

@@ -4,6 +4,11 @@ Values are printed at the leaves: an expression over tile axes (i, k) used where
 needs (i, j, k) is printed as `x[:, None, :]`, so broadcasting is explicit and always aligned.
 Every load, reduction, dot and repeated subexpression gets a name from one NameTable, within the
 scope (kernel body or loop body) it was computed in; a store to a buffer forgets names that read it.
+
+Given a DescriptorPlan (descriptors.py), the same kernel is printed as its `_tma` variant: the
+planned loads and stores go through the tensor descriptors it takes as arguments. A descriptor
+moves a block laid out in buffer-axis order, with a 1 for each axis indexed by a single index; the
+printer reshapes and permutes it to and from the kernel's axis order.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssi
                               Loop, Reduce, Reg, Scalar, Scan, SelectCombine, Store, TileKernel, Unary, Where)
 from tir_passes.nest import python_name
 
+from .descriptors import Descriptor, DescriptorPlan
 from .source import Source
 
 TL_DTYPES = {
@@ -156,9 +162,10 @@ class NameTable:
 
 
 class KernelPrinter:
-    def __init__(self, kernel: TileKernel, src: Source):
+    def __init__(self, kernel: TileKernel, src: Source, plan: DescriptorPlan | None = None):
         self.kernel = kernel
         self.src = src
+        self.plan = plan
         self.order = [d.name for d in kernel.dims]
         self.blocks = {d.name: d.block for d in kernel.dims}
         self.names = NameTable()
@@ -331,12 +338,58 @@ class KernelPrinter:
         return rest
 
     def _render_load(self, expr: Load) -> str:
+        descriptor = self._descriptor(expr.buffer, expr.tile)
+        if descriptor is not None:
+            return self._descriptor_load(expr, descriptor)
         pointer = f"{pointer_name(expr.buffer)} + {self.render(expr.offset, expr.dims)}"
         mask = self.checked_mask_text(expr.mask, expr.checks, expr.dims)
         if mask is None:
             return f"tl.load({pointer})"
-        other = "0.0" if expr.dtype.startswith(("float", "bfloat")) else ("False" if expr.dtype == "bool" else "0")
-        return f"tl.load({pointer}, mask={mask}, other={other})"
+        return f"tl.load({pointer}, mask={mask}, other={_zero(expr.dtype)})"
+
+    # --- tensor descriptors ------------------------------------------------------------
+    def _descriptor(self, buffer: str, tile) -> Descriptor | None:
+        return self.plan.for_access(buffer, tile, self.blocks) if self.plan else None
+
+    def _descriptor_load(self, expr: Load, descriptor: Descriptor) -> str:
+        """The tile through its descriptor (out-of-bounds elements read as zero, as the masked
+        load reads them), then the mask conjuncts that are not bounds."""
+        tile = expr.tile
+        text = self._to_kernel_order(f"{descriptor.param}.load([{self._origin(tile)}])", tile, expr.dims)
+        if tile.residual:
+            text = f"tl.where({self.mask_text(tile.residual, expr.dims)}, {text}, {_zero(expr.dtype)})"
+        return text
+
+    def _descriptor_store(self, stmt: Store, descriptor: Descriptor) -> None:
+        tile, dims = stmt.tile, stmt.offset.dims
+        value = self.render(stmt.value, dims)
+        if not stmt.value.dims:  # a descriptor stores a whole block: make it explicitly
+            value = f"tl.full({self.shape(dims)}, {value}, {TL_DTYPES[stmt.value.dtype]})"
+        elif stmt.value.dims != dims:
+            value = f"tl.broadcast_to({value}, {self.shape(dims)})"
+        self.src.line(f"{descriptor.param}.store([{self._origin(tile)}], {self._to_buffer_order(value, tile, dims)})")
+
+    def _origin(self, tile) -> str:
+        """The block's first element, one coordinate per buffer axis (TMA takes 32-bit ones)."""
+        coordinates = []
+        for origin in tile.origin:
+            text = self.name_of(origin)
+            coordinates.append(f"tl.cast({text}, tl.int32)" if origin.dtype == "int64" else text)
+        return ", ".join(coordinates)
+
+    def _to_kernel_order(self, text: str, tile, dims) -> str:
+        order = tile.tile_axes
+        if len(order) != len(tile.axes):  # drop the single-index axes
+            text = f"tl.reshape({text}, {self.shape(order)})"
+        return _permuted(text, [order.index(d) for d in dims])
+
+    def _to_buffer_order(self, text: str, tile, dims) -> str:
+        order = tile.tile_axes
+        text = _permuted(text, [list(dims).index(axis) for axis in order])
+        if len(order) != len(tile.axes):  # add the single-index axes
+            blocks = ", ".join(self.blocks[axis] if axis is not None else "1" for axis in tile.axes)
+            text = f"tl.reshape({text}, [{blocks}])"
+        return text
 
     def _render_reduce(self, expr: Reduce) -> str:
         x = self.name_of(expr.x)
@@ -414,6 +467,11 @@ class KernelPrinter:
             self.forget(lambda key, name=name: _mentions_reg(key, name))
 
     def _store(self, stmt: Store) -> None:
+        descriptor = self._descriptor(stmt.buffer, stmt.tile)
+        if descriptor is not None:
+            self._descriptor_store(stmt, descriptor)
+            self.forget(lambda key: _reads_buffer(key, stmt.buffer))
+            return
         dims = stmt.offset.dims
         pointer = f"{pointer_name(stmt.buffer)} + {self.render(stmt.offset, dims)}"
         value = self.render(stmt.value, dims)
@@ -428,6 +486,19 @@ class KernelPrinter:
             for child in loop.body:
                 self.statement(child)
             self.scopes.pop()
+
+
+def _zero(dtype: str) -> str:
+    return "0.0" if dtype.startswith(("float", "bfloat")) else ("False" if dtype == "bool" else "0")
+
+
+def _permuted(text: str, permutation: list[int]) -> str:
+    """`text` with its axes in the order `permutation` (tl.permute's meaning)."""
+    if permutation == sorted(permutation):
+        return text
+    if permutation == [1, 0]:
+        return f"tl.trans({text})"
+    return f"tl.permute({text}, ({', '.join(map(str, permutation))}))"
 
 
 def _children(expr) -> list:
@@ -461,12 +532,14 @@ def _cast_scalar_on_entry(scalar, src: Source) -> None:
         src.line(f"{name} = tl.cast({name}, {TL_DTYPES[scalar.dtype]})")
 
 
-def kernel_parameters(kernel: TileKernel) -> list[str]:
+def kernel_parameters(kernel: TileKernel, plan: DescriptorPlan | None = None) -> list[str]:
+    """The pointer kernel's parameters; the `_tma` variant takes its descriptors after the scalars."""
     params = []
     for buf in kernel.buffers:
         params.append(pointer_name(buf.name))
         params += [stride_name(buf.name, axis) for axis in range(buf.ndim)]
     params += [f"{s.name}: {TL_DTYPES[s.dtype]}" for s in kernel.scalars]  # compiled Triton takes these types
+    params += [descriptor.param for descriptor in (plan.descriptors if plan else ())]
     params += [f"{block}: tl.constexpr" for block in kernel.block_sizes]
     if kernel.group_m:
         params.append("GROUP_M: tl.constexpr")
@@ -524,15 +597,18 @@ def emit_select_combine(combine: SelectCombine, src: Source) -> None:
         src.line("return " + ", ".join(f"tl.where(a_wins, {x}, {y})" for x, y in zip(a, b)))
 
 
-def emit_kernel(kernel: TileKernel, src: Source) -> set[str]:
-    """Write the kernel; returns the names of the HELPERS it calls."""
+def emit_kernel(kernel: TileKernel, src: Source, plan: DescriptorPlan | None = None) -> set[str]:
+    """Write the kernel, or with a plan its `_tma` variant; returns the names of the HELPERS it calls."""
     src.line("@triton.jit(debug=True)" if kernel.debug else "@triton.jit")  # debug: device_assert is live
-    with src.block(f"def {kernel.name}({', '.join(kernel_parameters(kernel))}):"):
+    name = plan.variant if plan else kernel.name
+    with src.block(f"def {name}({', '.join(kernel_parameters(kernel, plan))}):"):
         if kernel.source_blocks:
             src.line(f"# TIR blocks: {', '.join(kernel.source_blocks)}")
+        if plan:
+            src.line(f"# tensor descriptors: {', '.join(d.param for d in plan.descriptors)}")
         for scalar in kernel.scalars:
             _cast_scalar_on_entry(scalar, src)
-        printer = KernelPrinter(kernel, src)
+        printer = KernelPrinter(kernel, src, plan)
         _grid_decomposition(kernel, printer)
         for dim in kernel.dims:  # aranges once, at the top, so every scope can use them
             printer.name_of(Arange(dim.name, dim.block))

@@ -8,7 +8,9 @@ OUTPUTS, CONFIGS), the combine functions of selection reductions, the kernels an
 function per kernel (which takes the kernel wrapper: direct, or torch.library.wrap_triton for the
 op on a GPU). `run` and `tune` take the PrimFunc's parameters by position or by name; a launch
 function skips a kernel whose grid is empty (nothing to compute) and refuses one beyond CUDA's
-grid limit.
+grid limit. A kernel with tensor-descriptor accesses (descriptors.py) is written twice, pointers
+and `_tma`; its launch function lets runtime_support.launch_variant pick one (DESCRIPTORS lists
+the descriptors each takes).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from __future__ import annotations
 import inspect
 import pprint
 
+from lowering.tile_access import with_tile_accesses
 from lowering.tile_ir import Binary, Const, Expr, Scalar, TileKernel, TileProgram
 
 from . import runtime_support, torch_op_support
 from .configs import config_space
+from .descriptors import DescriptorPlan, plan_descriptors
 from .emit_kernel import HELPERS, emit_kernel, emit_select_combine
 from .hardware_model import summarize
 from .source import Source
@@ -88,7 +92,7 @@ def _as_torch_op_function(program: TileProgram, src: Source) -> None:
         src.line("return register_torch_op(qualname, PARAMS, OUTPUTS, _prepare, LAUNCHERS, CONFIGS, CHOSEN)")
 
 
-def _launch_function(kernel: TileKernel, src: Source) -> None:
+def _launch_function(kernel: TileKernel, plan: DescriptorPlan | None, src: Source) -> None:
     blocks = set(kernel.block_sizes)
     grid = " * ".join(f"({python_scalar(axis.count, blocks)})" for axis in kernel.grid) or "1"
     with src.block(f"def _launch_{kernel.name}(t, s, config, wrap=launch_directly):"):
@@ -101,14 +105,31 @@ def _launch_function(kernel: TileKernel, src: Source) -> None:
             args.append(f't["{buf.name}"]')
             args += [f't["{buf.name}"].stride({axis})' for axis in range(buf.ndim)]
         args += [f's["{scalar.name}"]' for scalar in kernel.scalars]
-        args += [f'{block}=config["{block}"]' for block in kernel.block_sizes]
+        options = [f'{block}=config["{block}"]' for block in kernel.block_sizes]
         if kernel.group_m:
-            args.append(f'GROUP_M=config.get("GROUP_M", {kernel.group_m})')
-        args += ['num_warps=config["num_warps"]', 'num_stages=config["num_stages"]']
-        src.line(f"return wrap({kernel.name})[(programs,)](")
-        for arg in args:
-            src.line(f"    {arg},")
-        src.line(")")
+            options.append(f'GROUP_M=config.get("GROUP_M", {kernel.group_m})')
+        options += ['num_warps=config["num_warps"]', 'num_stages=config["num_stages"]']
+        if plan is None:
+            _call(src, f"return wrap({kernel.name})[(programs,)](", args + options)
+            return
+        _call(src, "args = (", args)
+        _call(src, "options = dict(", options)
+        src.line(f'return launch_variant("{kernel.name}", {kernel.name}, {plan.variant}, DESCRIPTORS["{kernel.name}"], '
+                 "t, config, (programs,), args, options, wrap)")
+
+
+def _call(src: Source, opening: str, arguments: list[str]) -> None:
+    src.line(opening)
+    for argument in arguments:
+        src.line(f"    {argument},")
+    src.line(")")
+
+
+def _descriptors_literal(plans: dict[str, DescriptorPlan]) -> str:
+    """Per kernel with a `_tma` variant: {descriptor argument: (buffer, block size per buffer axis)}."""
+    table = {name: {d.param: (d.buffer, d.blocks) for d in plan.descriptors} for name, plan in plans.items()}
+    return ("# the `_tma` variants' tensor descriptors: argument -> (buffer, block size per axis; None: 1)\n"
+            "DESCRIPTORS = " + pprint.pformat(table, width=100, sort_dicts=False))
 
 
 def _tile_summary_literal(program: TileProgram) -> str:
@@ -140,6 +161,8 @@ def _header(program: TileProgram) -> str:
 
 
 def emit_module(program: TileProgram) -> str:
+    program = with_tile_accesses(program)
+    plans = {k.name: plan for k in program.kernels if (plan := plan_descriptors(k)) is not None}
     src = Source()
     src.lines(_header(program))
     src.line("import math")
@@ -166,6 +189,10 @@ def emit_module(program: TileProgram) -> str:
         kernels.line()
         kernels.line()
         helpers |= emit_kernel(kernel, kernels)
+        if kernel.name in plans:
+            kernels.line()
+            kernels.line()
+            helpers |= emit_kernel(kernel, kernels, plans[kernel.name])
     for name in sorted(helpers):
         src.line()
         src.line()
@@ -176,10 +203,12 @@ def emit_module(program: TileProgram) -> str:
     configs = {k.name: config_space(k) for k in program.kernels}
     src.lines(configs_source(configs, {k.name: 0 for k in program.kernels}))
     src.lines(_tile_summary_literal(program))
+    if plans:
+        src.lines(_descriptors_literal(plans))
     for kernel in program.kernels:
         src.line()
         src.line()
-        _launch_function(kernel, src)
+        _launch_function(kernel, plans.get(kernel.name), src)
     src.line()
     src.line()
     src.line("LAUNCHERS = (" + "".join(f"(\"{k.name}\", _launch_{k.name}), " for k in program.kernels) + ")")

@@ -21,6 +21,14 @@ What a launch accepts (every refusal is a LaunchError naming the parameter):
   dtype Triton's interpreter would not infer from the Python number (int64 given 3, float64).
 A kernel whose grid is empty (a zero-size dimension, a loop of extent 0) is not launched; a grid
 beyond CUDA's 2**31 - 1 programs is refused.
+
+A kernel with a `_tma` variant (triton_codegen/descriptors.py) runs it when USE_DESCRIPTORS is set
+and TMA can describe every tensor it takes a descriptor of: compute capability 9.0 or more (any
+in Triton's interpreter, which runs descriptors too), last stride 1, the other strides and the
+base address multiples of 16 bytes, positive strides, every dimension in [1, 2**31), a block row
+of at least 16 bytes, and a direct launch (the PyTorch op's wrap_triton gets the pointer kernel).
+Otherwise, or when the variant does not fit the GPU (shared memory), the pointer kernel runs.
+VARIANTS_RUN says, per kernel, which variant its last launch ran and why.
 """
 
 import math
@@ -259,6 +267,74 @@ def _check_aliasing(params, values):
                 out, inp = (name, other) if written else (other, name)
                 raise LaunchError(f"parameter {out}: output aliases parameter {inp} (they share memory); "
                                   "pass separate tensors")
+
+
+USE_DESCRIPTORS = True  # False: every kernel runs its pointer variant, as on sm_80
+VARIANTS_RUN = {}  # kernel -> "descriptors", or "pointers: why", for its last launch
+_TMA_ALIGNMENT = 16
+_CAPABILITIES = {}
+
+
+def launch_variant(kernel, pointers, descriptors, planned, t, config, grid, args, options, wrap):
+    """Launch `descriptors` (a `_tma` variant) with a tensor descriptor per planned argument,
+    {param: (buffer, block constexpr names, None for 1)}, where it can run, else `pointers`."""
+    blocks = {param: (buffer, tuple(config[name] if name else 1 for name in names))
+              for param, (buffer, names) in planned.items()}
+    problem = _descriptor_problem(t, blocks, wrap)
+    if problem is None:
+        from triton.runtime.errors import OutOfResources
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        arguments = {param: TensorDescriptor(t[buffer], list(t[buffer].shape), list(t[buffer].stride()), list(block))
+                     for param, (buffer, block) in blocks.items()}
+        try:
+            handle = wrap(descriptors)[grid](*args, **arguments, **options)
+        except OutOfResources as err:
+            problem = f"the descriptor variant does not fit this GPU ({err})"
+        else:
+            VARIANTS_RUN[kernel] = "descriptors"
+            return handle
+    VARIANTS_RUN[kernel] = f"pointers: {problem}"
+    return wrap(pointers)[grid](*args, **options)
+
+
+def _descriptor_problem(t, blocks, wrap):
+    """Why the descriptor variant cannot run with these tensors, or None."""
+    if not USE_DESCRIPTORS:
+        return "descriptors switched off (USE_DESCRIPTORS = False)"
+    if wrap is not launch_directly:  # noqa: F821 - torch_op_support's, in the same generated module
+        return "launched through a wrapper (torch.library.wrap_triton), which gets the pointer kernel"
+    for buffer, block in blocks.values():
+        problem = _capability_problem(t[buffer].device) or _layout_problem(buffer, t[buffer], block)
+        if problem:
+            return problem
+    return None
+
+
+def _capability_problem(device):
+    if _INTERPRETED:
+        return None
+    if device.index not in _CAPABILITIES:
+        _CAPABILITIES[device.index] = torch.cuda.get_device_capability(device)
+    major, minor = _CAPABILITIES[device.index]
+    return None if major >= 9 else f"sm_{major}{minor} has no TMA (sm_90 or newer)"
+
+
+def _layout_problem(name, tensor, block):
+    """Why TMA cannot describe `tensor` in blocks of `block`, or None."""
+    size = tensor.element_size()
+    if any(extent < 1 or extent > _INT32_MAX for extent in tensor.shape):
+        return f"{name} has shape {tuple(tensor.shape)}: TMA needs every dimension in [1, 2**31)"
+    if tensor.stride(-1) != 1:
+        return f"{name} has last stride {tensor.stride(-1)}: TMA needs 1"
+    for axis, stride in enumerate(tensor.stride()[:-1]):
+        if stride <= 0 or stride * size % _TMA_ALIGNMENT:
+            return f"{name}.stride({axis}) is {stride} elements ({stride * size} bytes): TMA needs a positive multiple of 16 bytes"
+    if tensor.data_ptr() % _TMA_ALIGNMENT:
+        return f"{name} starts at an address that is not a multiple of 16 bytes"
+    if block[-1] * size < _TMA_ALIGNMENT:
+        return f"{name}'s block rows are {block[-1] * size} bytes: TMA needs 16 or more"
+    return None
 
 
 def benchmark_configs(launch, configs):

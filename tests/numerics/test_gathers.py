@@ -132,7 +132,8 @@ def _line_of(text: str) -> int:
 @pytest.mark.aot
 def test_debug_build_asserts_naming_the_access_and_line():
     kernel = compile_and_check(embedding, debug=True)
-    asserts = [line.strip() for line in kernel.source.splitlines() if "tl.device_assert" in line]
+    # one guard; the kernel's tensor-descriptor variant (its store of Out) asserts it too, alike
+    asserts = sorted({line.strip() for line in kernel.source.splitlines() if "tl.device_assert" in line})
     assert "@triton.jit(debug=True)" in kernel.source and len(asserts) == 1
     where = f"{os.path.basename(__file__)}:{_line_of('Out[vi, vj] = table[ids[vi], vj]')}"
     assert where in asserts[0] and "table[ids[vi], vj]" in asserts[0] and "[0, 53)" in asserts[0]

@@ -1,0 +1,111 @@
+"""The benchmark suite's cases (the generating side, with TVM): programs as users write them
+(examples/), at the sizes issue 11 measures and at tiny sizes for the smoke run, with the bytes
+and flops they must move and compute, and the goal each is measured against.
+
+`program` names the torch side (benchmarks/suite_torch.py: the float64 reference and the peers).
+A goal is data the run evaluates: a fraction of the measured device-copy bandwidth, a speed ratio
+against a peer (the peer's time over ours), a time limit, a kernel count.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+
+from attention import make_attention  # noqa: E402
+from attention_causal import make_causal_attention  # noqa: E402
+from attention_scores import make_attention_scores  # noqa: E402
+from bias_gelu_residual import make_bias_gelu_residual  # noqa: E402
+from layernorm import make_layernorm  # noqa: E402
+from layernorm_moments import make_layernorm_moments  # noqa: E402
+from matmul import make_matmul  # noqa: E402
+from rmsnorm import make_rmsnorm  # noqa: E402
+from softmax import make_softmax  # noqa: E402
+from transpose import make_transpose  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Goal:
+    copy_fraction: float | None = None            # of the device copy's bandwidth, in the same run
+    versus: tuple[tuple[str, float], ...] = ()    # (peer, minimum of the peer's time / ours)
+    max_us: float | None = None
+    kernels: int | None = None
+
+    def as_json(self) -> dict:
+        return {"copy_fraction": self.copy_fraction, "versus": [list(v) for v in self.versus],
+                "max_us": self.max_us, "kernels": self.kernels}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    program: str                                  # suite_torch.PROGRAMS key
+    make: Callable[[dict], object]                # sizes -> PrimFunc
+    full: dict
+    smoke: dict
+    bytes: Callable[[dict], int]                  # floor: every input read once, every output written once
+    flops: Callable[[dict], int] = lambda s: 0
+    goal: Goal = field(default_factory=Goal)
+    shape_vars: Callable[[dict], dict] = lambda s: {}   # symbolic sizes the module binds from tensors
+
+
+ROWS = dict(M=16384, N=8192)
+BANDWIDTH = Goal(copy_fraction=0.95, versus=(("torch.compile", 1.0),))
+
+
+def _rows_bytes(s: dict) -> int:
+    return 2 * s["M"] * s["N"] * 2
+
+
+def _matmul_bytes(s: dict) -> int:
+    return (s["M"] * s["K"] + s["K"] * s["N"]) * 2 + s["M"] * s["N"] * 4
+
+
+def _attention_flops(s: dict, causal: bool) -> int:
+    full = 4 * s["B"] * s["H"] * s["S"] * s["S"] * s["D"]  # Q·Kᵀ and P·V
+    return full // 2 if causal else full
+
+
+CASES = (
+    Case("softmax_fp16_16384x8192", "softmax", lambda s: make_softmax(s["M"], s["N"], "float16"),
+         ROWS, dict(M=37, N=48), _rows_bytes, goal=BANDWIDTH),
+    Case("rmsnorm_fp16_16384x8192", "rmsnorm", lambda s: make_rmsnorm(s["N"], "float16"),
+         ROWS, dict(M=37, N=48), _rows_bytes, goal=BANDWIDTH, shape_vars=lambda s: {"rows": s["M"]}),
+    Case("layernorm_fp16_16384x8192", "layernorm", lambda s: make_layernorm(s["M"], s["N"], "float16"),
+         ROWS, dict(M=37, N=48), _rows_bytes, goal=BANDWIDTH),
+    Case("layernorm_moments_fp16_16384x8192", "layernorm",
+         lambda s: make_layernorm_moments(s["M"], s["N"], "float16"),
+         ROWS, dict(M=37, N=48), _rows_bytes, goal=BANDWIDTH),
+    Case("bias_gelu_residual_fp16_16384x8192", "bias_gelu_residual",
+         lambda s: make_bias_gelu_residual(s["M"], s["N"], "float16"),
+         ROWS, dict(M=37, N=48), lambda s: 3 * s["M"] * s["N"] * 2, goal=BANDWIDTH),
+    Case("transpose_fp32_4096", "transpose", lambda s: make_transpose(s["M"], s["N"], "float32"),
+         dict(M=4096, N=4096), dict(M=36, N=44), lambda s: 2 * s["M"] * s["N"] * 4, goal=BANDWIDTH),
+    Case("matmul_fp16_4096", "matmul", lambda s: make_matmul(s["M"], s["N"], s["K"]),
+         dict(M=4096, N=4096, K=4096), dict(M=67, N=48, K=40), _matmul_bytes,
+         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=(("cuBLAS", 0.95),))),
+    Case("matmul_fp16_8192", "matmul", lambda s: make_matmul(s["M"], s["N"], s["K"]),
+         dict(M=8192, N=8192, K=8192), dict(M=64, N=32, K=48), _matmul_bytes,
+         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=(("cuBLAS", 0.95),))),
+    Case("matmul_fp16_3000x5000x1000", "matmul", lambda s: make_matmul(s["M"], s["N"], s["K"]),
+         dict(M=3000, N=5000, K=1000), dict(M=37, N=45, K=21), _matmul_bytes,
+         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=(("cuBLAS", 0.90),))),
+    Case("attention_scores_fp16_4096x4096x128", "attention_scores",
+         lambda s: make_attention_scores(s["M"], s["N"], s["D"]),
+         dict(M=4096, N=4096, D=128), dict(M=37, N=48, D=32),
+         lambda s: (s["M"] + s["N"]) * s["D"] * 2 + s["M"] * s["N"] * 4,
+         lambda s: 2 * s["M"] * s["N"] * s["D"], Goal(max_us=32.0)),
+    Case("attention_fp16_b4h32s4096d128", "attention", lambda s: make_attention(s["B"], s["H"], s["S"], s["D"]),
+         dict(B=4, H=32, S=4096, D=128), dict(B=1, H=2, S=37, D=16),
+         lambda s: 4 * s["B"] * s["H"] * s["S"] * s["D"] * 2, lambda s: _attention_flops(s, causal=False),
+         Goal(versus=(("SDPA flash", 0.80),), kernels=1)),
+    Case("attention_causal_fp16_b4h32s4096d128", "attention_causal",
+         lambda s: make_causal_attention(s["B"], s["H"], s["S"], s["D"]),
+         dict(B=4, H=32, S=4096, D=128), dict(B=1, H=2, S=37, D=16),
+         lambda s: 4 * s["B"] * s["H"] * s["S"] * s["D"] * 2, lambda s: _attention_flops(s, causal=True),
+         Goal(versus=(("SDPA flash", 0.80),), kernels=1)),
+)

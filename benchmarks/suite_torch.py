@@ -1,0 +1,153 @@
+"""The torch side of the benchmark suite (torch only, no TVM): for each program kind, its
+reference in float64 and what a user would run instead (torch eager, torch.compile, cuBLAS,
+SDPA's flash backend).
+
+Arguments arrive as the generated module takes them, in the PrimFunc's parameter order (the
+suite builds them from the module's PARAMS). A program kind gives
+- `reference(args)`: {parameter index: expected output}, computed in float64;
+- `peers(device)`: {peer name: function(args) -> output}, the peer's own output tensor.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+ATTENTION_CHUNK = 8  # (batch, head) pairs whose float64 scores are held at once
+
+
+def _f64(args):
+    return [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+
+
+# --- references (float64) -------------------------------------------------------------------
+def _softmax_ref(args):
+    return {1: torch.softmax(_f64(args)[0], dim=1)}
+
+
+def _rmsnorm_ref(args, eps=1e-6):
+    x, weight = _f64(args)[:2]
+    return {2: x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + eps) * weight}
+
+
+def _layernorm_ref(args, eps=1e-5):
+    x, gamma, beta = _f64(args)[:3]
+    return {3: F.layer_norm(x, (x.shape[1],), gamma, beta, eps=eps)}
+
+
+def _bias_gelu_residual_ref(args):
+    x, bias, residual = _f64(args)[:3]
+    return {3: F.gelu(x + bias) + residual}
+
+
+def _transpose_ref(args):
+    return {1: _f64(args)[0].T}
+
+
+def _matmul_ref(args):
+    a, b = _f64(args)[:2]
+    return {2: a @ b}
+
+
+def _scores_ref(args):
+    q, k = _f64(args)[:2]
+    return {2: torch.softmax((q @ k.T) / math.sqrt(q.shape[1]), dim=1)}
+
+
+def _attention_ref(args, causal: bool):
+    """softmax(Q·Kᵀ/√d [causal]) · V in float64, a few (batch, head) pairs at a time."""
+    q, k, v = args[:3]
+    batch, heads, seq, dim = q.shape
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    pairs = [(b, h) for b in range(batch) for h in range(heads)]
+    for start in range(0, len(pairs), ATTENTION_CHUNK):
+        chunk = pairs[start:start + ATTENTION_CHUNK]
+        index = tuple(torch.tensor(axis, device=q.device) for axis in zip(*chunk))
+        qc, kc, vc = (t[index].double() for t in (q, k, v))
+        scores = qc @ kc.transpose(-1, -2) / math.sqrt(dim)
+        if causal:
+            keep = torch.ones(seq, seq, dtype=torch.bool, device=q.device).tril()
+            scores = scores.masked_fill(~keep, float("-inf"))
+        out[index] = torch.softmax(scores, dim=-1) @ vc
+    return {3: out}
+
+
+# --- what users run instead ------------------------------------------------------------------
+def _compiled(function, device):
+    """torch.compile on a GPU; on the CPU (the smoke run) dynamo's eager backend, so the step
+    runs without a C++ toolchain."""
+    return torch.compile(function, fullgraph=True, backend="inductor" if device == "cuda" else "eager")
+
+
+def _softmax(x):
+    return torch.softmax(x, dim=1)
+
+
+def _rmsnorm(x, weight, eps=1e-6):
+    h = x.float()
+    return (h * torch.rsqrt((h * h).mean(dim=1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+
+
+def _layernorm(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, (x.shape[1],), gamma, beta, eps=eps)
+
+
+def _bias_gelu_residual(x, bias, residual):
+    return (F.gelu(x.float() + bias.float()) + residual.float()).to(x.dtype)
+
+
+def _transpose(x):
+    return x.t().contiguous()
+
+
+def _scores(q, k):
+    return torch.softmax((q @ k.T).float() / math.sqrt(q.shape[1]), dim=1)
+
+
+def _eager_and_compiled(function, arity: int):
+    def peers(device):
+        compiled = _compiled(function, device)
+        return {"torch eager": lambda args: function(*args[:arity]),
+                "torch.compile": lambda args: compiled(*args[:arity])}
+    return peers
+
+
+def _cublas(device):
+    return {"cuBLAS": lambda args: torch.matmul(args[0], args[1])}
+
+
+def _sdpa(causal: bool):
+    def peers(device):
+        def flash(args):
+            q, k, v = args[:3]
+            if device != "cuda":  # no flash kernel on the CPU: the smoke run takes the default
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return {"SDPA flash": flash}
+    return peers
+
+
+PROGRAMS = {
+    "softmax": (_softmax_ref, _eager_and_compiled(_softmax, 1)),
+    "rmsnorm": (_rmsnorm_ref, _eager_and_compiled(_rmsnorm, 2)),
+    "layernorm": (_layernorm_ref, _eager_and_compiled(_layernorm, 3)),
+    "bias_gelu_residual": (_bias_gelu_residual_ref, _eager_and_compiled(_bias_gelu_residual, 3)),
+    "transpose": (_transpose_ref, _eager_and_compiled(_transpose, 1)),
+    "matmul": (_matmul_ref, _cublas),
+    "attention_scores": (_scores_ref, _eager_and_compiled(_scores, 2)),
+    "attention": (lambda args: _attention_ref(args, causal=False), _sdpa(causal=False)),
+    "attention_causal": (lambda args: _attention_ref(args, causal=True), _sdpa(causal=True)),
+}
+
+
+def reference(program: str, args) -> dict:
+    return PROGRAMS[program][0](args)
+
+
+def peers(program: str, device: str) -> dict:
+    return PROGRAMS[program][1](device)

@@ -1,0 +1,103 @@
+"""The benchmark suite on the CPU: its smoke run (every step, tiny sizes, Triton's interpreter) for
+a few cases, the worker watch that stops a case past its limit, and the table it writes."""
+
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import suite  # noqa: E402
+import suite_report  # noqa: E402
+import suite_torch  # noqa: E402
+from suite_cases import CASES  # noqa: E402
+
+
+def test_smoke_runs_every_step_and_everything_is_correct(tmp_path):
+    only = {"matmul_fp16_4096", "transpose_fp32_4096"}
+    assert suite.smoke_run(str(tmp_path), only) == 0
+    with open(tmp_path / "out" / "suite.json") as handle:
+        run = json.load(handle)
+    assert run["copy"]["gbps"] > 0
+    assert sorted(case["name"] for case in run["cases"]) == sorted(only)
+    for case in run["cases"]:
+        assert case["ours"]["ok"] and case["ours"]["us"] > 0
+        # the smoke sizes have 16-byte rows: the interpreter runs the descriptor variant, then the pointer one
+        assert set(case["variants"].values()) == {"descriptors"}
+        assert case["pointers"]["ok"] and all(v.startswith("pointers") for v in case["pointers"]["variants"].values())
+        assert case["peers"] and all(peer["ok"] and peer["us"] > 0 for peer in case["peers"].values())
+    assert "| matmul_fp16_4096 | 1 | descriptors | yes" in (tmp_path / "out" / "section.md").read_text()
+
+
+def _fake_case(folder, name: str, body: str) -> dict:
+    (folder / f"{name}.py").write_text(f"import time\n\n\ndef run(A, B):\n    {body}\n")
+    return {"name": name, "program": "transpose", "module": f"{name}.py", "sizes": {}, "shape_vars": {},
+            "params": [{"name": "A", "kind": "buffer", "dtype": "float32", "shape": [4, 8], "written": False},
+                       {"name": "B", "kind": "buffer", "dtype": "float32", "shape": [8, 4], "written": True}],
+            "bytes": 256, "flops": 0, "kernels": 1, "descriptor_kernels": [], "goal": {}}
+
+
+def test_a_case_past_its_limit_is_stopped_and_the_next_runs_in_a_fresh_worker(tmp_path):
+    cases = [_fake_case(tmp_path, "hangs", "time.sleep(600)"), _fake_case(tmp_path, "transposes", "B.copy_(A.T)")]
+    (tmp_path / suite.MANIFEST).write_text(json.dumps(cases))
+    run = suite.run(str(tmp_path), str(tmp_path / "out"), smoke=True, case_limit_s=20, deadline_s=300)
+    hangs, transposes = run["cases"]
+    assert hangs["name"] == "hangs" and hangs["skipped"].startswith("stopped after")
+    assert transposes["ours"]["ok"] and transposes["peers"]["torch eager"]["ok"]
+    assert json.loads((tmp_path / "out" / "suite.json").read_text())["cases"] == run["cases"]
+
+
+def _measured_run() -> dict:
+    return {
+        "meta": {"date": "2026-12-01", "device": "NVIDIA H200", "torch": "2.11", "triton": "3.6",
+                 "command": "python benchmarks/suite.py run gen out", "folder": "gen", "total_s": 201.0},
+        "copy": {"gbps": 4000.0},
+        "cases": [
+            {"name": "softmax", "kernels": 1, "bytes": 4_000_000, "flops": 0,
+             "goal": {"copy_fraction": 0.95, "versus": [["torch.compile", 1.0]]},
+             "ours": {"us": 1.0, "ok": True, "rel_error": {"1": 2e-4}}, "variants": {"softmax_kernel0": "pointers: x"},
+             "peers": {"torch.compile": {"us": 2.0, "ok": True}}},
+            {"name": "matmul", "kernels": 1, "bytes": 1, "flops": 2 * 10**9,
+             "goal": {"versus": [["cuBLAS", 0.95]]}, "ours": {"us": 10.0, "ok": True, "rel_error": {"2": 1e-6}},
+             "variants": {"matmul_kernel0": "descriptors"}, "pointers": {"us": 30.0, "ok": True},
+             "peers": {"cuBLAS": {"us": 9.0, "ok": True}}},
+            {"name": "attention", "kernels": 2, "skipped": "stopped after 75 s at its 75 s limit"},
+        ],
+    }
+
+
+def test_goals_are_evaluated_from_the_run():
+    softmax, matmul, _ = _measured_run()["cases"]
+    assert suite_report.evaluate_goals(softmax, 4000.0) == [("≥ 95% of copy", "100.0% of copy", True),
+                                                            ("≥ 1.00× torch.compile", "2.00× torch.compile", True)]
+    assert suite_report.evaluate_goals(matmul, 4000.0) == [("≥ 95% of cuBLAS", "90.0% of cuBLAS", False)]
+    assert suite_report.evaluate_goals(matmul, None)[0][2] is False  # a peer ratio needs no copy
+    assert suite_report.evaluate_goals({"goal": {"max_us": 32}}, None) == [("≤ 32 µs", "n/a", None)]
+
+
+def test_the_table_rewrites_only_its_section_and_keeps_the_json(tmp_path):
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(f"# Benchmarks\n\nintro\n\n{suite_report.BEGIN}\nold table\n{suite_report.END}\n\n## Older runs\n")
+    run = _measured_run()
+    suite_report.rewrite_docs(run, str(docs))
+    text = docs.read_text()
+    assert text.startswith("# Benchmarks\n\nintro\n\n") and text.endswith("\n\n## Older runs\n")
+    assert "old table" not in text and text.count(suite_report.BEGIN) == 1
+    assert "| matmul | 1 | descriptors | yes (1.0e-06) | 10.0 µs | 200 TFLOP/s | 30.0 µs | cuBLAS 9.0 µs (0.90×) | " \
+           "≥ 95% of cuBLAS: 90.0% of cuBLAS, **missed** |" in text
+    assert "| attention | 2 | | | not run: stopped after 75 s at its 75 s limit |" in text
+    assert "Device copy (read + write): 4.00 TB/s." in text
+    suite_report.rewrite_docs(run, str(docs))
+    assert docs.read_text() == text  # the same run gives the same page
+    source = tmp_path / "suite.json"
+    source.write_text(json.dumps(run))
+    kept = suite_report.keep_results(str(source), run, str(tmp_path / "results"))
+    assert os.path.basename(kept) == "2026-12-01-nvidia-h200-suite.json"
+    assert json.loads(open(kept).read()) == run
+
+
+def test_every_case_has_a_torch_side_and_a_size_for_each_profile():
+    for case in CASES:
+        assert case.program in suite_torch.PROGRAMS, case.name
+        assert case.bytes(case.full) > case.bytes(case.smoke) > 0, case.name

@@ -1,0 +1,115 @@
+"""Which loads and stores of a kernel go through tensor descriptors: the kernel's `_tma` variant.
+
+On sm_90 a tensor descriptor moves a whole tile with one TMA copy, which handles the bounds
+itself (out-of-bounds elements read as zero and are not written), so a tile needs neither a
+pointer per element nor a mask. A kernel whose plan below is not empty is emitted twice: the
+pointer kernel (the sm_80 path and the fallback) and `<name>_tma`, which takes one host-side
+descriptor (triton.tools.tensor_descriptor.TensorDescriptor) per planned access; the launcher
+picks one at run time (runtime_support.launch_variant: capability, strides, alignment).
+
+What an access is comes from the lowering (Load.tile / Store.tile, lowering/tile_access.py);
+how it is made is decided here, once. An access goes through a descriptor when:
+- it is a rectangle of its buffer with at least two tile axes (every tl.dot operand is one;
+  a single row stays a vector load, which already streams at the copy bandwidth) whose last
+  buffer axis is a tile axis (TMA copies rows of adjacent elements; the launcher checks that
+  stride is 1);
+- its buffer is not bool (no TMA element type) and has at most 5 axes (TMA's limit);
+- a store's mask says only "inside the buffer" (a load applies any other conjunct to the loaded
+  tile with tl.where);
+- the kernel does not both read and write the buffer: a TMA store is asynchronous and TMA loads
+  read through another memory proxy, so a read after a write in one program would need fences.
+
+Host-side descriptors rather than tl.make_tensor_descriptor: device-side ones need a global
+scratch allocator (triton.set_allocator), process-wide state that a standalone module should not
+install, and every program would write its descriptors to memory first; host-side ones are
+built once per launch from the config's block sizes, and Triton 3.6 and 3.9 take them alike
+(in compiled mode and in the interpreter).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from lowering.tile_ir import Load, Store, TileAccess, TileKernel
+from tir_passes.nest import python_name
+
+MAX_RANK = 5           # TMA describes tensors of at most 5 dimensions
+NO_TMA_DTYPES = ("bool",)
+VARIANT_SUFFIX = "_tma"
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """A kernel argument describing `buffer` in blocks of `blocks` (per buffer axis: the block
+    size's constexpr name, or None for one element)."""
+
+    param: str
+    buffer: str
+    blocks: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class DescriptorPlan:
+    kernel: str                               # the pointer kernel's name
+    descriptors: tuple[Descriptor, ...]
+
+    @property
+    def variant(self) -> str:
+        return self.kernel + VARIANT_SUFFIX
+
+    def for_access(self, buffer: str, tile: TileAccess | None, blocks: dict[str, str]) -> Descriptor | None:
+        """The descriptor an access uses, or None (it stays a pointer access)."""
+        if tile is None:
+            return None
+        wanted = _block_names(tile, blocks)
+        return next((d for d in self.descriptors if d.buffer == buffer and d.blocks == wanted), None)
+
+
+def plan_descriptors(kernel: TileKernel) -> DescriptorPlan | None:
+    """The kernel's descriptors, in the order of their first access; None when there are none."""
+    dtypes = {buf.name: buf.dtype for buf in kernel.buffers}
+    accesses = _in_program_order(kernel.body)
+    loaded = {a.buffer for a in accesses if isinstance(a, Load)}
+    read_and_written = loaded & {a.buffer for a in accesses if isinstance(a, Store)}
+    blocks = {dim.name: dim.block for dim in kernel.dims}
+    wanted: list[tuple[str, tuple[str | None, ...]]] = []
+    for access in accesses:
+        if _takes_a_descriptor(access, dtypes, read_and_written):
+            key = (access.buffer, _block_names(access.tile, blocks))
+            if key not in wanted:
+                wanted.append(key)
+    if not wanted:
+        return None
+    return DescriptorPlan(kernel.name, tuple(Descriptor(_param_name(buffer, wanted[:index]), buffer, names)
+                                             for index, (buffer, names) in enumerate(wanted)))
+
+
+def _takes_a_descriptor(access: Load | Store, dtypes: dict[str, str], read_and_written: set[str]) -> bool:
+    tile = access.tile
+    if tile is None or access.checks or len(tile.tile_axes) < 2 or not tile.inner_axis_tiled:
+        return False
+    if dtypes[access.buffer] in NO_TMA_DTYPES or len(tile.axes) > MAX_RANK or access.buffer in read_and_written:
+        return False
+    return isinstance(access, Load) or not tile.residual
+
+
+def _block_names(tile: TileAccess, blocks: dict[str, str]) -> tuple[str | None, ...]:
+    return tuple(blocks[axis] if axis is not None else None for axis in tile.axes)
+
+
+def _param_name(buffer: str, earlier: list) -> str:
+    count = sum(1 for name, _ in earlier if name == buffer)
+    return f"{python_name(buffer)}_desc" + (f"{count}" if count else "")
+
+
+def _in_program_order(node) -> list[Load | Store]:
+    """Every load and store under `node`, operands before the access that uses them."""
+    if isinstance(node, tuple):
+        return [access for item in node for access in _in_program_order(item)]
+    if not dataclasses.is_dataclass(node) or isinstance(node, TileAccess):
+        return []
+    found = [access for f in dataclasses.fields(node) for access in _in_program_order(getattr(node, f.name))]
+    if isinstance(node, (Load, Store)):
+        found.append(node)
+    return found
