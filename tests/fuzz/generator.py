@@ -189,7 +189,7 @@ class ProgramBuilder:
         return f"{prefix}{index}"
 
     def input(self, dims: tuple[Dim, ...], dtype: str) -> Buffer:
-        buf = Buffer(self._name("A" if dtype.startswith("float") else "I"), dims, dtype, "in")
+        buf = Buffer(self._name("A" if "float" in dtype else "I"), dims, dtype, "in")
         self.params.append(buf)
         return buf
 
@@ -341,11 +341,20 @@ class Expressions:
 
     def load(self, dtype: str, required: Axis | None = None) -> Value:
         """A load of a new or reused input over some of the block's axes (always `required`'s)."""
-        stored = "float16" if dtype == "float32" and self.rng.random() < self.features["fp16_input"] else dtype
+        stored = self._stored_dtype(dtype)
         indices, dims = self._view(required)
         buf = self._reuse(dims, stored) or self.p.input(tuple(dims), stored)
-        bound = 9 if stored == "int32" else DATA_BOUND
+        bound = DATA_BOUND if "float" in stored else 16
         return cast(Value(f"{buf.name}[{', '.join(indices)}]", stored, bound), dtype)
+
+    def _stored_dtype(self, dtype: str) -> str:
+        """The dtype an input holds: mostly the one computed in, sometimes another one cast to it."""
+        roll = self.rng.random()
+        if dtype == "float32" and roll < self.features["fp16_input"]:
+            return self.rng.choices(["float16", "bfloat16", "float64"], weights=[6, 2, 2])[0]
+        if dtype == "int32" and roll < 0.15:
+            return self.rng.choice(["int8", "uint8", "int64"])
+        return dtype
 
     def _reuse(self, dims: list[Dim], dtype: str) -> Buffer | None:
         same = [b for b in self.p.inputs() if b.dims == tuple(dims) and b.dtype == dtype]
@@ -407,20 +416,31 @@ class Expressions:
         if depth <= 0 or self.rng.random() < 0.2:
             return self.leaf(dtype)
         operators = INT_OPS if dtype == "int32" else FLOAT_OPS
+        limit = INT_BOUND if dtype == "int32" else FLOAT_BOUND[dtype]
         for _ in range(12):
             name = self.rng.choices(list(operators), weights=list(operators.values()))[0]
-            value = getattr(self, f"_{name}")(dtype, depth - 1)
-            if value is not None and value.bound <= (INT_BOUND if dtype == "int32" else FLOAT_BOUND[dtype]):
+            value = self._attempt(lambda: getattr(self, f"_{name}")(dtype, depth - 1),
+                                  lambda v: v is not None and v.bound <= limit)
+            if value is not None:
                 return value
         return self.leaf(dtype)
 
     def exact_tree(self, dtype: str) -> Value:
         """A value that every evaluation computes bit for bit alike (for comparisons and casts)."""
         for _ in range(8):
-            value = self.tree(dtype, self.rng.randint(0, 1))
-            if value.exact and not value.product:
+            value = self._attempt(lambda: self.tree(dtype, self.rng.randint(0, 1)), lambda v: v.exact and not v.product)
+            if value is not None:
                 return value
         return self.load(dtype)
+
+    def _attempt(self, build, accept) -> Value | None:
+        """build() if accept(result); otherwise None, and the inputs the attempt created are dropped."""
+        created = len(self.p.params)
+        value = build()
+        if accept(value):
+            return value
+        del self.p.params[created:]
+        return None
 
     def condition(self) -> str:
         """A condition on block variables (for if_then_else)."""
@@ -578,13 +598,31 @@ def family_elementwise(p: ProgramBuilder, features: dict | None = None) -> None:
     dtype = rng.choices(["float32", "float16", "int32"], weights=[6, 2, 2])[0]
     out_dtype = dtype if rng.random() < 0.8 else rng.choice(["float32", "float16", "int32"])
     exprs = Expressions(p, axes, features=features, coarse_ok=out_dtype == "float16")
-    value = exprs.tree(dtype, rng.randint(1, 4))
+    if rng.random() < 0.06:
+        value = Value(exprs.comparison(rng.choice(["float32", "int32"])), "bool", 1)
+        out_dtype = "bool"
+    else:
+        value = exprs.tree(dtype, rng.randint(1, 4))
     if out_dtype == "int32" and dtype != "int32" and not value.exact:
         out_dtype = dtype
     if dtype == "float16" and not value.exact:
         out_dtype = "float16"
-    out = p.output(axes, out_dtype)
+    out = p.output(axes, _other_output_dtype(rng, value, out_dtype))
     p.nest("compute", axes, "S" * len(axes), [_store(out, value)])
+
+
+def _other_output_dtype(rng: random.Random, value: Value, dtype: str) -> str:
+    """Sometimes a narrower or wider output: bfloat16 for a float (rounded once, at the store),
+    float64 for an exact float, int64 for an int (a float64 output of an inexact float32 value
+    would be compared at float64's tolerance)."""
+    roll = rng.random()
+    if roll < 0.05 and dtype.startswith("float"):
+        return "bfloat16"
+    if roll < 0.1 and dtype == "float32" and value.exact and not value.product:
+        return "float64"
+    if roll < 0.1 and dtype == "int32":
+        return "int64"
+    return dtype
 
 
 def family_conditional(p: ProgramBuilder) -> None:

@@ -33,6 +33,7 @@ import os
 import re
 import signal
 import time
+import traceback
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -152,7 +153,13 @@ def check_program(func, sizes: dict[str, int], *, verify: bool = True, aot_arch:
     from triton_codegen.configs import config_space
 
     kernel = compile(func, verify=verify)
-    report = check_against_tvm(kernel, func, sizes=sizes or None)
+    try:
+        report = check_against_tvm(kernel, func, sizes=sizes or None)
+    except Exception as err:
+        line = failing_kernel_line(err, kernel.module_file())
+        if line:
+            err.add_note(f"kernel line: {line}")
+        raise
     if not report.ok:
         raise Miscompile(f"{report}\n\n{kernels_of(kernel.source)}")
     if aot_arch is not None:
@@ -168,6 +175,19 @@ def check_program(func, sizes: dict[str, int], *, verify: bool = True, aot_arch:
 
 class Miscompile(Exception):
     """The kernel's outputs differ from TVM's llvm build (the message ends with the kernels)."""
+
+
+def failing_kernel_line(err: BaseException, module_file: str) -> str | None:
+    """The line of the generated module where `err`, or the deepest exception it wraps, was raised."""
+    chain = []
+    while err is not None and err not in chain:
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    for raised in reversed(chain):
+        frames = [f for f in traceback.extract_tb(raised.__traceback__) if f.filename == module_file]
+        if frames:
+            return frames[-1].line
+    return None
 
 
 def kernels_of(source: str) -> str:
@@ -194,7 +214,7 @@ def classify(err: BaseException, func, sizes: dict[str, int]) -> tuple[str, str]
     """(outcome, one-paragraph detail) of an exception raised by check_program."""
     from triton_codegen.aot import AotCompileError
 
-    text = f"{type(err).__name__}: {err}"
+    text = "\n".join([f"{type(err).__name__}: {err}", *getattr(err, "__notes__", [])])
     if isinstance(err, Miscompile):
         return "miscompile", str(err)
     if isinstance(err, ProgramTimeout):
@@ -335,6 +355,9 @@ def summary(outcomes: list[Outcome]) -> str:
         slowest = max(outcomes, key=lambda o: o.seconds)
         lines.append(f"time: {sum(seconds):.0f}s in all, {sum(seconds) / len(seconds):.2f}s per program, "
                      f"slowest seed {slowest.seed} ({slowest.family}) {slowest.seconds:.1f}s")
+    refused = Counter(o.detail.split(":")[0] for o in outcomes if o.kind == "refused")
+    if refused:
+        lines.append("refused (documented as unsupported): " + ", ".join(f"{c} {n}" for c, n in sorted(refused.items())))
     known = Counter(o.known for o in outcomes if o.known)
     if known:
         lines.append("known failures (tests/fuzz/found/, xfail until fixed): "

@@ -12,7 +12,7 @@ check cannot prove, and the error names a pass. With verify=False the kernel is 
 from tvm.script import tirx as T
 
 XFAIL = "bounds check cannot prove n - 1 - v in [0, n) for symbolic n (and blames HoistAllocations)"
-SIGNATURE = r"^verification: .*'bounds' failed after pass HoistAllocations.*index n - 1 - v\w* of dimension \d+ is not proven within \[0, n\)"
+SIGNATURE = r"^verification: .*'bounds' failed after pass HoistAllocations.*index (\w+) - 1 - v\w* of dimension \d+ is not proven within \[0, \1\)"
 SIZES = {"n": 9}
 
 

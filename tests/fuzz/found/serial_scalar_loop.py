@@ -15,7 +15,7 @@ step earlier, on `(i + 1).to(tl.int64)` ("'int' object has no attribute 'to'", s
 from tvm.script import tirx as T
 
 XFAIL = "serial loop variable is a Python int in the interpreter: scalar masks and .to fail"
-SIGNATURE = r"^internal: InterpreterError: (ValueError\('mask has unsupported dtype'\)|AttributeError\(\"'int' object has no attribute 'to'\"\))"
+SIGNATURE = r"^internal: InterpreterError: (ValueError\('mask has unsupported dtype'\)|AttributeError\(\"'int' object has no attribute 'to'\"\)).*kernel line: .*tl\.(load|store)\("
 
 
 @T.prim_func(s_tir=True)
