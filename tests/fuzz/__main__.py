@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify-every", type=int, default=1,
                         help="compile every Nth program with verification on, the rest with verify=False")
     parser.add_argument("--no-aot", action="store_true", help="skip the ahead-of-time compile for sm_90")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per program")
     parser.add_argument("--show", type=int, metavar="SEED", help="print the program of SEED and exit")
     parser.add_argument("--shrink", type=int, metavar="SEED",
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAIL seed {outcome.seed} ({outcome.family}): {outcome.kind} -> {outcome.reproducer}", flush=True)
 
     outcomes = run_campaign(range(args.seed, args.seed + args.count), work_dir, out_dir=out_dir,
-                            verify_every=args.verify_every, aot_arch=None if args.no_aot else 90,
+                            verify_every=args.verify_every, jobs=args.jobs, aot_arch=None if args.no_aot else 90,
                             family=args.family, timeout_s=args.timeout, on_outcome=report)
     print(summary(outcomes))
     return 1 if any(o.failed for o in outcomes) else 0

@@ -29,12 +29,14 @@ marked known: it is listed, and it does not fail the CI test.
 from __future__ import annotations
 
 import ast
+import multiprocessing
 import os
 import re
 import signal
 import time
 import traceback
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -325,20 +327,65 @@ def write_reproducer(program: Program, kind: str, detail: str, folder: str) -> s
     return folder
 
 
-def run_campaign(seeds, work_dir: str, *, out_dir: str | None = None, verify_every: int = 1,
+@dataclass(frozen=True)
+class Settings:
+    """How run_campaign runs each program (picklable: worker processes get it with every seed)."""
+
+    work_dir: str
+    out_dir: str | None = None
+    aot_arch: int | None = AOT_ARCH
+    family: str | None = None
+    timeout_s: float | None = 120
+
+
+def run_campaign(seeds, work_dir: str, *, out_dir: str | None = None, verify_every: int = 1, jobs: int = 1,
                  aot_arch: int | None = AOT_ARCH, family: str | None = None, timeout_s: float | None = 120,
                  on_outcome=None) -> list[Outcome]:
-    """Run the programs of `seeds`; every `verify_every`-th one (by position) with verification on,
-    the others with verify=False (the kernel check against TVM still runs on all of them)."""
-    outcomes, known = [], known_failures()
-    for position, seed in enumerate(seeds):
-        program = generate(seed, family)
-        outcome = run_program(program, work_dir, verify=position % verify_every == 0, aot_arch=aot_arch,
-                              out_dir=out_dir, timeout_s=timeout_s, known=known)
-        outcomes.append(outcome)
-        if on_outcome:
-            on_outcome(outcome)
+    """Run the programs of `seeds`, in `jobs` processes; every `verify_every`-th one (by position)
+    with verification on, the others with verify=False (the kernel check against TVM still runs
+    on all of them). Outcomes come back in seed order."""
+    settings = Settings(work_dir, out_dir, aot_arch, family, timeout_s)
+    tasks = [(seed, position % verify_every == 0, settings) for position, seed in enumerate(seeds)]
+    outcomes = []
+    with _executor(jobs) as pool:
+        for outcome in pool.map(_run_task, tasks):
+            outcomes.append(outcome)
+            if on_outcome:
+                on_outcome(outcome)
     return outcomes
+
+
+class _InProcess:
+    """The executor of jobs=1: this process, in order."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @staticmethod
+    def map(function, tasks):
+        return map(function, tasks)
+
+
+def _executor(jobs: int):
+    if jobs <= 1:
+        return _InProcess()
+    # spawn, not fork: TVM and Triton hold threads and state a fork would copy half of
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+
+
+_KNOWN: dict[str, str] | None = None
+
+
+def _run_task(task) -> Outcome:
+    global _KNOWN
+    seed, verify, settings = task
+    if _KNOWN is None:
+        _KNOWN = known_failures()
+    return run_program(generate(seed, settings.family), settings.work_dir, verify=verify, aot_arch=settings.aot_arch,
+                       out_dir=settings.out_dir, timeout_s=settings.timeout_s, known=_KNOWN)
 
 
 def summary(outcomes: list[Outcome]) -> str:
