@@ -20,7 +20,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 from .generator import FAMILIES, generate  # noqa: E402
-from .reduce import shrink, signature  # noqa: E402
+from .reduce import fails_like, shrink, signature  # noqa: E402
 from .runner import run_campaign, run_program, summary  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def shrink_seed(seed: int, family: str | None, out_dir: str, work_dir: str, *, v
         print(f"seed {seed} ({program.family}): {outcome.kind}, nothing to shrink")
         return 0
     print(f"seed {seed} ({program.family}): {signature(outcome)}", flush=True)
-    smaller = shrink(program, outcome, work_dir, log=lambda line: print(line, flush=True))
+    smaller = shrink(program, fails_like(outcome, work_dir), log=lambda line: print(line, flush=True))
     final = run_program(smaller, work_dir, verify=verify, out_dir=os.path.join(out_dir, "shrunk"))
     print(smaller.source)
     print(f"{final.kind}: {final.detail.strip()[:2000]}\nreproducer: {final.reproducer}")

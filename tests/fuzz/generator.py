@@ -220,47 +220,32 @@ class ProgramBuilder:
 
     def nest(self, name: str, axes: list[Axis], kinds: str, body: list[str], init: str | None = None,
              split: bool | None = None, permute: bool | None = None) -> None:
-        """One loop nest around one block; `kinds` is S/R per axis (binding order)."""
+        """One loop nest around one block; `kinds` is S/R per axis (binding order). Loops are
+        sometimes in another order (`permute`) and one axis sometimes split by hand with a
+        `T.where` tail (`split`); None lets the generator decide."""
         rng = self.rng
         order = list(range(len(axes)))
         if permute if permute is not None else rng.random() < 0.2:
             rng.shuffle(order)
+        factors = {}
         splittable = [i for i, a in enumerate(axes) if a.dim.static and a.dim.size > 2]
-        factor_of = {}
         if splittable and (split if split is not None else rng.random() < 0.12):
             chosen = rng.choice(splittable)
-            factor_of[chosen] = rng.choice([f for f in (2, 3, 4, 8, 16) if f < axes[chosen].dim.size] or [2])
+            factors[chosen] = rng.choice([f for f in (2, 3, 4, 8, 16) if f < axes[chosen].dim.size])
         loops, extents = [], []
         for position in order:
             axis = axes[position]
-            if position in factor_of:
-                factor = factor_of[position]
+            if position in factors:
                 loops += [f"i{axis.id}o", f"i{axis.id}i"]
-                extents += [str(-(-axis.dim.size // factor)), str(factor)]
+                extents += [str(-(-axis.dim.size // factors[position])), str(factors[position])]
             else:
                 loops.append(f"i{axis.id}")
                 extents.append(axis.dim.text)
-        lines = [f"for {', '.join(loops)} in T.grid({', '.join(extents)}):",
-                 f'    with T.sblock("{name}"):']
-        inner = "        "
-        if factor_of:
-            for position, (axis, kind) in enumerate(zip(axes, kinds)):
-                role = "spatial" if kind == "S" else "reduce"
-                if position in factor_of:
-                    binding = f"i{axis.id}o * {factor_of[position]} + i{axis.id}i"
-                    lines.append(f"{inner}{axis.var} = T.axis.{role}({axis.dim.text}, {binding})")
-                else:
-                    lines.append(f"{inner}{axis.var} = T.axis.{role}({axis.dim.text}, i{axis.id})")
-            position = next(iter(factor_of))
-            axis = axes[position]
-            lines.append(f"{inner}T.where(i{axis.id}o * {factor_of[position]} + i{axis.id}i < {axis.dim.text})")
-        else:
-            names = ", ".join(a.var for a in axes)
-            lines.append(f'{inner}{names} = T.axis.remap("{kinds}", [{", ".join(f"i{a.id}" for a in axes)}])')
+        block = _bindings(axes, kinds, factors)
         if init is not None:
-            lines += [f"{inner}with T.init():", f"{inner}    {init}"]
-        lines += [inner + line for line in body]
-        self.nests.append("\n".join(lines))
+            block += ["with T.init():", f"    {init}"]
+        lines = [f"for {', '.join(loops)} in T.grid({', '.join(extents)}):", f'    with T.sblock("{name}"):']
+        self.nests.append("\n".join(lines + ["        " + line for line in block + body]))
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -285,6 +270,21 @@ class ProgramBuilder:
         text = "\n".join(header + ["@T.prim_func(s_tir=True)", f"def {name}({', '.join(signature)}):"]
                          + ["    " + line for line in body]) + "\n"
         return Program(seed, self.family, name, text, dict(self.symbols))
+
+
+def _bindings(axes: list[Axis], kinds: str, factors: dict[int, int]) -> list[str]:
+    """The block's variable bindings: one T.axis.remap, or explicit ones and the split's T.where."""
+    if not factors:
+        loops = ", ".join(f"i{a.id}" for a in axes)
+        return [f'{", ".join(a.var for a in axes)} = T.axis.remap("{kinds}", [{loops}])']
+    lines = []
+    for position, (axis, kind) in enumerate(zip(axes, kinds)):
+        role = "spatial" if kind == "S" else "reduce"
+        value = f"i{axis.id}o * {factors[position]} + i{axis.id}i" if position in factors else f"i{axis.id}"
+        lines.append(f"{axis.var} = T.axis.{role}({axis.dim.text}, {value})")
+    (position, factor), = factors.items()
+    axis = axes[position]
+    return lines + [f"T.where(i{axis.id}o * {factor} + i{axis.id}i < {axis.dim.text})"]
 
 
 def _shape(buf: Buffer) -> str:
@@ -457,6 +457,8 @@ class Expressions:
         return cond
 
     def comparison(self, dtype: str) -> str:
+        if self.rng.random() < 0.1:   # a mask read from memory
+            return self.load("bool").text
         a, b = self.exact_tree(dtype), self.exact_tree(dtype)
         return f"{a.text} {self.rng.choice(['<', '<=', '>', '>=', '==', '!='])} {b.text}"
 

@@ -139,9 +139,8 @@ def _unused_declarations(source: str):
             yield _without(source, lambda f, p=position: f.args.args.pop(p))
 
 
-def shrink(program: Program, outcome: Outcome, work_dir: str, *, max_tries: int = 300, log=print) -> Program:
-    """The smallest variant of `program` found that fails like `outcome` did."""
-    wanted = signature(outcome)
+def shrink(program: Program, still_fails, *, max_tries: int = 300, log=print) -> Program:
+    """The smallest variant of `program` found for which `still_fails(variant)` holds."""
     tries = 0
     improved = True
     while improved and tries < max_tries:
@@ -151,10 +150,20 @@ def shrink(program: Program, outcome: Outcome, work_dir: str, *, max_tries: int 
                 break
             tries += 1
             smaller = replace(program, source=candidate)
-            result = run_program(smaller, work_dir, verify=outcome.verified, timeout_s=60)
-            if result.failed and signature(result) == wanted:
+            if still_fails(smaller):
                 log(f"shrink: {len(program.source)} -> {len(candidate)} characters ({tries} tries)")
                 program = smaller
                 improved = True
                 break
     return program
+
+
+def fails_like(outcome: Outcome, work_dir: str):
+    """A still_fails for shrink: the variant fails with `outcome`'s signature."""
+    wanted = signature(outcome)
+
+    def still_fails(variant: Program) -> bool:
+        result = run_program(variant, work_dir, verify=outcome.verified, timeout_s=60)
+        return result.failed and signature(result) == wanted
+
+    return still_fails

@@ -58,6 +58,7 @@ FAILURES = ("unexpected_refusal", "verification", "miscompile", "internal", "aot
 OUTCOMES = ("ok", "refused", "imprecise") + FAILURES
 AOT_ARCH = 90
 FOUND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "found")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass(frozen=True)
@@ -297,7 +298,7 @@ def _finish(program: Program, kind: str, detail: str, started: float, verify: bo
             known: dict[str, str] | None) -> Outcome:
     reproducer = None
     if kind in FAILURES and out_dir:
-        reproducer = write_reproducer(program, kind, detail, os.path.join(out_dir, f"seed_{program.seed}_{kind}"))
+        reproducer = write_reproducer(program, kind, detail, os.path.join(out_dir, f"seed_{program.seed}_{kind}"), verify)
     found = known_as(kind, detail, known or {}) if kind in FAILURES else None
     return Outcome(program.seed, program.family, kind, detail, time.perf_counter() - started, verify, reproducer, found)
 
@@ -310,18 +311,19 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from tests.fuzz.runner import check_program, load_program  # noqa: E402
 
 func = load_program(os.path.join(os.path.dirname(os.path.abspath(__file__)), "{program}"))
-check_program(func, {sizes!r}, verify=True)  # raises what the fuzzer saw; silent when it is fixed
+check_program(func, {sizes!r}, verify={verify})  # raises what the fuzzer saw; silent when it is fixed
 print("compiled, matches TVM's llvm build, compiles for sm_{arch}")
 '''
 
 
-def write_reproducer(program: Program, kind: str, detail: str, folder: str) -> str:
+def write_reproducer(program: Program, kind: str, detail: str, folder: str, verify: bool = True) -> str:
     """A folder with the program, what went wrong, and a reproduce.py; returns the folder."""
     program_path = write_program(program, folder)
     reproduce = os.path.join(folder, "reproduce.py")
     with open(reproduce, "w") as handle:
         handle.write(REPRODUCER.format(seed=program.seed, family=program.family, kind=kind, path=reproduce,
-                                       program=os.path.basename(program_path), sizes=program.sizes, arch=AOT_ARCH))
+                                       program=os.path.basename(program_path), sizes=program.sizes, arch=AOT_ARCH,
+                                       verify=verify))
     with open(os.path.join(folder, "outcome.txt"), "w") as handle:
         handle.write(f"seed {program.seed}, family {program.family}: {kind}\n\n{detail}\n")
     return folder
