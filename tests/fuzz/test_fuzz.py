@@ -22,7 +22,7 @@ from .generator import generate
 from .runner import run_campaign, summary
 
 DEFAULT_COUNT = 300
-VERIFY_EVERY = 6
+VERIFY_EVERY = 4
 FALLBACK_SEED = 20261201
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
