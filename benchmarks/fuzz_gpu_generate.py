@@ -25,12 +25,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TRITON_INTERPRET", "1")   # nothing runs here: Triton must not look for a GPU
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from tests.fuzz.generator import generate  # noqa: E402
-from tests.fuzz.runner import classify, load_program, write_program  # noqa: E402
-from tir_passes.numerics import TOLERANCES, ReferenceRun, buffer_params  # noqa: E402
-from triton_codegen import compile  # noqa: E402
+from tests.fuzz.generator import generate
+from tests.fuzz.runner import classify, load_program, write_program
+from tir_passes.numerics import TOLERANCES, ReferenceRun, buffer_params
+from triton_codegen import compile
 
 
 def prepare(seed: int, scale: int, out_dir: str, verify: bool) -> dict:

@@ -19,9 +19,10 @@ import tempfile
 os.environ["TRITON_INTERPRET"] = "1"
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
-from .generator import FAMILIES, generate  # noqa: E402
-from .reduce import fails_like, shrink, signature  # noqa: E402
-from .runner import run_campaign, run_program, summary  # noqa: E402
+from .campaign import run_campaign, summary
+from .generator import FAMILIES, generate
+from .reduce import fails_like, shrink, signature
+from .runner import run_program
 
 
 def main(argv: list[str] | None = None) -> int:

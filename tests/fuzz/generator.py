@@ -419,8 +419,8 @@ class Expressions:
         limit = INT_BOUND if dtype == "int32" else FLOAT_BOUND[dtype]
         for _ in range(12):
             name = self.rng.choices(list(operators), weights=list(operators.values()))[0]
-            value = self._attempt(lambda: getattr(self, f"_{name}")(dtype, depth - 1),
-                                  lambda v: v is not None and v.bound <= limit)
+            value = self._attempt(getattr(self, f"_{name}"), dtype, depth - 1,
+                                  accept=lambda v: v is not None and v.bound <= limit)
             if value is not None:
                 return value
         return self.leaf(dtype)
@@ -428,15 +428,15 @@ class Expressions:
     def exact_tree(self, dtype: str) -> Value:
         """A value that every evaluation computes bit for bit alike (for comparisons and casts)."""
         for _ in range(8):
-            value = self._attempt(lambda: self.tree(dtype, self.rng.randint(0, 1)), lambda v: v.exact and not v.product)
+            value = self._attempt(self.tree, dtype, self.rng.randint(0, 1), accept=lambda v: v.exact and not v.product)
             if value is not None:
                 return value
         return self.load(dtype)
 
-    def _attempt(self, build, accept) -> Value | None:
-        """build() if accept(result); otherwise None, and the inputs the attempt created are dropped."""
+    def _attempt(self, build, *args, accept) -> Value | None:
+        """build(*args) if accept(result); otherwise None, and the inputs the attempt created are dropped."""
         created = len(self.p.params)
-        value = build()
+        value = build(*args)
         if accept(value):
             return value
         del self.p.params[created:]
@@ -910,7 +910,6 @@ def family_chain(p: ProgramBuilder) -> None:
 
 def family_unsupported(p: ProgramBuilder) -> None:
     """A product reduction: docs/lowering.md lists reductions other than +, max and min as unsupported."""
-    rng = p.rng
     axes = p.domain(2, budget=512)
     x = Expressions(p, axes).load("float32")
     out = p.output(axes[:1], "float32")

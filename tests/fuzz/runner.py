@@ -21,28 +21,28 @@ ahead of time for sm_90 with its first config. Outcomes:
   invalid       TVM itself cannot parse or build the program: a generator bug
 
 Every outcome but ok, refused and imprecise is a failure; a failure writes a reproducer folder
-(the program file and a `reproduce.py` that compiles and checks it). A failure that matches the
-SIGNATURE of a file in tests/fuzz/found/ (a bug already reported there, an xfail until fixed) is
-marked known: it is listed, and it does not fail the CI test.
+(the program file, outcome.txt and a `reproduce.py` that compiles and checks it). A failure of a
+bug already reported in tests/fuzz/found/ is marked known (known.py).
 """
 
 from __future__ import annotations
 
-import ast
-import multiprocessing
 import os
 import re
 import signal
 import time
 import traceback
-from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from tir_passes.errors import TirTritonError, UnsupportedConstructError, VerificationError
+from tir_passes.errors import (
+    TirTritonError,
+    UnsupportedConstructError,
+    VerificationError,
+)
 
-from .generator import Program, generate
+from .generator import Program
+from .known import known_as
 
 # docs/lowering.md, "What has no mapping": the constructs whose refusal is the right answer
 DOCUMENTED_UNSUPPORTED = {
@@ -57,7 +57,6 @@ DOCUMENTED_UNSUPPORTED = {
 FAILURES = ("unexpected_refusal", "verification", "miscompile", "internal", "aot", "timeout", "invalid")
 OUTCOMES = ("ok", "refused", "imprecise") + FAILURES
 AOT_ARCH = 90
-FOUND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "found")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -122,33 +121,6 @@ def load_program(path: str):
     return load_target(path)[0]["main"]
 
 
-def module_constant(path: str, name: str, default=None):
-    """A literal module-level constant of a Python file, read without running the file."""
-    with open(path) as handle:
-        tree = ast.parse(handle.read())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return ast.literal_eval(node.value)
-    return default
-
-
-def known_failures(folder: str = FOUND) -> dict[str, str]:
-    """found file -> the regular expression (its SIGNATURE) that `kind: detail` of its failure matches."""
-    known = {}
-    for filename in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        signature = module_constant(os.path.join(folder, filename), "SIGNATURE") if filename.endswith(".py") else None
-        if signature and module_constant(os.path.join(folder, filename), "XFAIL"):
-            known[filename] = signature
-    return known
-
-
-def known_as(kind: str, detail: str, known: dict[str, str]) -> str | None:
-    for filename, pattern in known.items():
-        if re.search(pattern, f"{kind}: {detail}", re.DOTALL):
-            return filename
-    return None
-
-
 def check_program(func, sizes: dict[str, int], *, verify: bool = True, aot_arch: int | None = AOT_ARCH) -> None:
     """Compile, check against TVM, compile ahead of time; raise on any problem (the outcome)."""
     from triton_codegen import check_against_tvm, compile
@@ -204,7 +176,7 @@ def restart_aot_worker() -> None:
     """Start a fresh ahead-of-time worker next time. A kernel that fails MLIR's verifier makes
     the worker print the module on stdout, which is also its reply channel: the caller then
     reads IR as JSON (a JSONDecodeError), and every later reply would be out of step
-    (tests/fuzz/found/aot_worker_stdout.py)."""
+    (test_found.py: test_aot_worker_survives_a_kernel_mlir_rejects)."""
     from triton_codegen.aot import _Worker
 
     if _Worker.process is not None:
@@ -247,7 +219,14 @@ def _reference_builds(func, sizes: dict[str, int]) -> bool:
 def ill_conditioned(program: Program, func, work_dir: str) -> str | None:
     """Where TVM's build of `program` is off at its outputs' tolerances (compared with a build
     with float32 made float64, on the same data), or None when it is within a tenth of them."""
-    from tir_passes.numerics import TOLERANCES, ReferenceRun, build_llvm, compare_arrays, run_built, specialize_shapes
+    from tir_passes.numerics import (
+        TOLERANCES,
+        ReferenceRun,
+        build_llvm,
+        compare_arrays,
+        run_built,
+        specialize_shapes,
+    )
 
     sizes = program.sizes or None
     reference = ReferenceRun.of(func, sizes=sizes)
@@ -328,93 +307,3 @@ def write_reproducer(program: Program, kind: str, detail: str, folder: str, veri
     with open(os.path.join(folder, "outcome.txt"), "w") as handle:
         handle.write(f"seed {program.seed}, family {program.family}: {kind}\n\n{detail}\n")
     return folder
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How run_campaign runs each program (picklable: worker processes get it with every seed)."""
-
-    work_dir: str
-    out_dir: str | None = None
-    aot_arch: int | None = AOT_ARCH
-    family: str | None = None
-    timeout_s: float | None = 120
-
-
-def run_campaign(seeds, work_dir: str, *, out_dir: str | None = None, verify_every: int = 1, jobs: int = 1,
-                 aot_arch: int | None = AOT_ARCH, family: str | None = None, timeout_s: float | None = 120,
-                 on_outcome=None) -> list[Outcome]:
-    """Run the programs of `seeds`, in `jobs` processes; every `verify_every`-th one (by position)
-    with verification on, the others with verify=False (the kernel check against TVM still runs
-    on all of them). Outcomes come back in seed order."""
-    settings = Settings(work_dir, out_dir, aot_arch, family, timeout_s)
-    tasks = [(seed, position % verify_every == 0, settings) for position, seed in enumerate(seeds)]
-    outcomes = []
-    with _executor(jobs) as pool:
-        for outcome in pool.map(_run_task, tasks):
-            outcomes.append(outcome)
-            if on_outcome:
-                on_outcome(outcome)
-    return outcomes
-
-
-class _InProcess:
-    """The executor of jobs=1: this process, in order."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    @staticmethod
-    def map(function, tasks):
-        return map(function, tasks)
-
-
-def _executor(jobs: int):
-    if jobs <= 1:
-        return _InProcess()
-    # spawn, not fork: TVM and Triton hold threads and state a fork would copy half of
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
-
-
-_KNOWN: dict[str, str] | None = None
-
-
-def _run_task(task) -> Outcome:
-    global _KNOWN
-    seed, verify, settings = task
-    if _KNOWN is None:
-        _KNOWN = known_failures()
-    return run_program(generate(seed, settings.family), settings.work_dir, verify=verify, aot_arch=settings.aot_arch,
-                       out_dir=settings.out_dir, timeout_s=settings.timeout_s, known=_KNOWN)
-
-
-def summary(outcomes: list[Outcome]) -> str:
-    """Counts per outcome and per family, time per program, and every failure with its reproducer."""
-    kinds = Counter(o.kind for o in outcomes)
-    lines = [f"{len(outcomes)} programs: " + ", ".join(f"{k} {kinds[k]}" for k in OUTCOMES if kinds[k])]
-    families = sorted({o.family for o in outcomes})
-    for family in families:
-        mine = [o for o in outcomes if o.family == family]
-        counts = Counter(o.kind for o in mine)
-        lines.append(f"  {family:<17}{len(mine):>5}  " + ", ".join(f"{k} {counts[k]}" for k in OUTCOMES if counts[k]))
-    seconds = [o.seconds for o in outcomes]
-    if seconds:
-        slowest = max(outcomes, key=lambda o: o.seconds)
-        lines.append(f"time: {sum(seconds):.0f}s in all, {sum(seconds) / len(seconds):.2f}s per program, "
-                     f"slowest seed {slowest.seed} ({slowest.family}) {slowest.seconds:.1f}s")
-    refused = Counter(o.detail.split(":")[0] for o in outcomes if o.kind == "refused")
-    if refused:
-        lines.append("refused (documented as unsupported): " + ", ".join(f"{c} {n}" for c, n in sorted(refused.items())))
-    known = Counter(o.known for o in outcomes if o.known)
-    if known:
-        lines.append("known failures (tests/fuzz/found/, xfail until fixed): "
-                     + ", ".join(f"{name} {count}" for name, count in sorted(known.items())))
-    for outcome in outcomes:
-        if outcome.failed:
-            first = outcome.detail.strip().splitlines()[0][:300] if outcome.detail.strip() else ""
-            lines.append(f"FAIL seed {outcome.seed} ({outcome.family}, verify={outcome.verified}): {outcome.kind}: {first}"
-                         + (f"\n     reproducer: {outcome.reproducer}" if outcome.reproducer else ""))
-    return "\n".join(lines)

@@ -17,14 +17,15 @@ import os
 import re
 
 import pytest
+from helpers import compile_and_check
 from tvm.script import tirx as T
 
-from helpers import compile_and_check
 from triton_codegen import compile
 from triton_codegen.aot import AotCompileError, compile_ahead_of_time
 from triton_codegen.configs import config_space
 
-from .runner import FOUND, load_program, module_constant, outcome_of, restart_aot_worker
+from .known import FOUND, module_constant
+from .runner import load_program, outcome_of, restart_aot_worker
 
 
 def found_files() -> list:

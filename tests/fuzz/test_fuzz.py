@@ -18,8 +18,8 @@ import subprocess
 
 import pytest
 
+from .campaign import run_campaign, summary
 from .generator import generate
-from .runner import run_campaign, summary
 
 DEFAULT_COUNT = 300
 VERIFY_EVERY = 4

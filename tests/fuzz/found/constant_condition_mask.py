@@ -23,4 +23,4 @@ def constant_condition_mask(A: T.Buffer((1,), "float32"), B: T.Buffer((1,), "flo
     for i in range(1):
         with T.sblock("B"):
             v = T.axis.remap("S", [i])
-            B[v] = T.if_then_else(not (v == 0), A[v - 1], T.float32(0))
+            B[v] = T.if_then_else(not (v == 0), A[v - 1], T.float32(0))  # noqa: SIM201 - the form the fuzzer wrote

@@ -24,4 +24,4 @@ def constant_condition_wrong_branch(A: T.Buffer((3, 1), "float32"), C: T.Buffer(
     for i, j in T.grid(3, 1):
         with T.sblock("B"):
             vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = T.if_then_else(not (vj == 0), A[vi, vj], C[vi, vj])
+            B[vi, vj] = T.if_then_else(not (vj == 0), A[vi, vj], C[vi, vj])  # noqa: SIM201 - the form the fuzzer wrote
