@@ -221,31 +221,34 @@ class ProgramBuilder:
     def nest(self, name: str, axes: list[Axis], kinds: str, body: list[str], init: str | None = None,
              split: bool | None = None, permute: bool | None = None) -> None:
         """One loop nest around one block; `kinds` is S/R per axis (binding order). Loops are
-        sometimes in another order (`permute`) and one axis sometimes split by hand with a
-        `T.where` tail (`split`); None lets the generator decide."""
+        sometimes in another order (`permute`), one axis is sometimes split by hand with a
+        `T.where` tail (`split`; None lets the generator decide), or its loop starts above 0."""
         rng = self.rng
         order = list(range(len(axes)))
         if permute if permute is not None else rng.random() < 0.2:
             rng.shuffle(order)
-        factors = {}
+        factors, starts = {}, {}
         splittable = [i for i, a in enumerate(axes) if a.dim.static and a.dim.size > 2]
         if splittable and (split if split is not None else rng.random() < 0.12):
             chosen = rng.choice(splittable)
             factors[chosen] = rng.choice([f for f in (2, 3, 4, 8, 16) if f < axes[chosen].dim.size])
-        loops, extents = [], []
+        elif rng.random() < 0.08:
+            starts[rng.randrange(len(axes))] = rng.randint(1, 3)
+        loops = []   # (name, start, stop)
         for position in order:
             axis = axes[position]
             if position in factors:
-                loops += [f"i{axis.id}o", f"i{axis.id}i"]
-                extents += [str(-(-axis.dim.size // factors[position])), str(factors[position])]
+                loops += [(f"i{axis.id}o", 0, str(-(-axis.dim.size // factors[position]))),
+                          (f"i{axis.id}i", 0, str(factors[position]))]
+            elif position in starts:
+                loops.append((f"i{axis.id}", starts[position], f"{axis.dim.text} + {starts[position]}"))
             else:
-                loops.append(f"i{axis.id}")
-                extents.append(axis.dim.text)
-        block = _bindings(axes, kinds, factors)
+                loops.append((f"i{axis.id}", 0, axis.dim.text))
+        block = [f'with T.sblock("{name}"):'] + ["    " + line for line in _bindings(axes, kinds, factors, starts)]
         if init is not None:
-            block += ["with T.init():", f"    {init}"]
-        lines = [f"for {', '.join(loops)} in T.grid({', '.join(extents)}):", f'    with T.sblock("{name}"):']
-        self.nests.append("\n".join(lines + ["        " + line for line in block + body]))
+            block += ["    with T.init():", f"        {init}"]
+        block += ["    " + line for line in body]
+        self.nests.append("\n".join(_loop_lines(loops, block)))
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -272,19 +275,35 @@ class ProgramBuilder:
         return Program(seed, self.family, name, text, dict(self.symbols))
 
 
-def _bindings(axes: list[Axis], kinds: str, factors: dict[int, int]) -> list[str]:
-    """The block's variable bindings: one T.axis.remap, or explicit ones and the split's T.where."""
-    if not factors:
+def _loop_lines(loops: list[tuple[str, int, str]], block: list[str]) -> list[str]:
+    """`for ... in T.grid(...)` when every loop starts at 0, else one `for` per loop."""
+    if all(start == 0 for _, start, _ in loops):
+        head = f"for {', '.join(name for name, _, _ in loops)} in T.grid({', '.join(stop for _, _, stop in loops)}):"
+        return [head] + ["    " + line for line in block]
+    lines = []
+    for depth, (name, start, stop) in enumerate(loops):
+        lines.append("    " * depth + (f"for {name} in range({start}, {stop}):" if start else f"for {name} in range({stop}):"))
+    return lines + ["    " * len(loops) + line for line in block]
+
+
+def _bindings(axes: list[Axis], kinds: str, factors: dict[int, int], starts: dict[int, int]) -> list[str]:
+    """The block's variable bindings: one T.axis.remap, or explicit ones (and a split's T.where)."""
+    if not factors and not starts:
         loops = ", ".join(f"i{a.id}" for a in axes)
         return [f'{", ".join(a.var for a in axes)} = T.axis.remap("{kinds}", [{loops}])']
     lines = []
     for position, (axis, kind) in enumerate(zip(axes, kinds)):
         role = "spatial" if kind == "S" else "reduce"
-        value = f"i{axis.id}o * {factors[position]} + i{axis.id}i" if position in factors else f"i{axis.id}"
+        value = f"i{axis.id}"
+        if position in factors:
+            value = f"i{axis.id}o * {factors[position]} + i{axis.id}i"
+        elif position in starts:
+            value = f"i{axis.id} - {starts[position]}"
         lines.append(f"{axis.var} = T.axis.{role}({axis.dim.text}, {value})")
-    (position, factor), = factors.items()
-    axis = axes[position]
-    return lines + [f"T.where(i{axis.id}o * {factor} + i{axis.id}i < {axis.dim.text})"]
+    for position, factor in factors.items():
+        axis = axes[position]
+        lines.append(f"T.where(i{axis.id}o * {factor} + i{axis.id}i < {axis.dim.text})")
+    return lines
 
 
 def _shape(buf: Buffer) -> str:
@@ -879,8 +898,18 @@ def family_chain(p: ProgramBuilder) -> None:
     stages = rng.randint(2, 4)
     for index in range(stages):
         last = index == stages - 1
-        kind = rng.choice(["map", "map", "reduce"]) if len(axes) > 1 else "map"
+        kind = rng.choice(["map", "map", "reduce", "update"]) if len(axes) > 1 else rng.choice(["map", "update"])
         pool = available[-2:]
+        whole = [t for t in available if t.axes == tuple(axes) and t.buffer.dtype == "float32"]
+        if kind == "update" and whole:   # read-modify-write of an earlier result, in a nest of its own
+            target = rng.choice(whole)
+            value = Expressions(p, list(axes), pool).tree("float32", rng.randint(0, 2))
+            p.nest(f"s{index}_update", list(axes), "S" * len(axes),
+                   [f"{target.load()} = {target.load()} * T.float32(0.5) + {value.text}"])
+            if last:
+                available.append(p.output(list(axes), "float32"))
+                p.nest(f"s{index}_out", list(axes), "S" * len(axes), [f"{available[-1].load()} = {target.load()}"])
+            continue
         if kind == "reduce":
             space = max((t.axes for t in pool), key=len, default=tuple(axes))
             if len(space) < 2:
