@@ -219,10 +219,13 @@ class ProgramBuilder:
     # -- nests ----------------------------------------------------------------------------
 
     def nest(self, name: str, axes: list[Axis], kinds: str, body: list[str], init: str | None = None,
-             split: bool | None = None, permute: bool | None = None) -> None:
+             split: bool | None = None, permute: bool | None = None, partial: bool = False) -> None:
         """One loop nest around one block; `kinds` is S/R per axis (binding order). Loops are
         sometimes in another order (`permute`), one axis is sometimes split by hand with a
-        `T.where` tail (`split`; None lets the generator decide), or its loop starts above 0."""
+        `T.where` tail (`split`; None lets the generator decide), or its loop starts above 0.
+        `partial`: the block writes only output parameters, so a `T.where` on one of its spatial
+        loops may leave some of their elements as they were. (Not on reduction loops yet: see
+        found/reduction_predicate_fusion.py.)"""
         rng = self.rng
         order = list(range(len(axes)))
         if permute if permute is not None else rng.random() < 0.2:
@@ -244,7 +247,14 @@ class ProgramBuilder:
                 loops.append((f"i{axis.id}", starts[position], f"{axis.dim.text} + {starts[position]}"))
             else:
                 loops.append((f"i{axis.id}", 0, axis.dim.text))
-        block = [f'with T.sblock("{name}"):'] + ["    " + line for line in _bindings(axes, kinds, factors, starts)]
+        conditions = [f"i{axes[p].id}o * {f} + i{axes[p].id}i < {axes[p].dim.text}" for p, f in factors.items()]
+        plain = [p for p, a in enumerate(axes) if p not in factors and p not in starts and a.dim.size > 1
+                 and partial and kinds[p] == "S"]
+        if plain and rng.random() < 0.06:
+            position = rng.choice(plain)
+            conditions.append(f"i{axes[position].id} < {rng.randint(1, axes[position].dim.size - 1)}")
+        bindings = _bindings(axes, kinds, factors, starts) + ([f"T.where({' and '.join(conditions)})"] if conditions else [])
+        block = [f'with T.sblock("{name}"):'] + ["    " + line for line in bindings]
         if init is not None:
             block += ["    with T.init():", f"        {init}"]
         block += ["    " + line for line in body]
@@ -287,7 +297,7 @@ def _loop_lines(loops: list[tuple[str, int, str]], block: list[str]) -> list[str
 
 
 def _bindings(axes: list[Axis], kinds: str, factors: dict[int, int], starts: dict[int, int]) -> list[str]:
-    """The block's variable bindings: one T.axis.remap, or explicit ones (and a split's T.where)."""
+    """The block's variable bindings: one T.axis.remap, or explicit ones."""
     if not factors and not starts:
         loops = ", ".join(f"i{a.id}" for a in axes)
         return [f'{", ".join(a.var for a in axes)} = T.axis.remap("{kinds}", [{loops}])']
@@ -300,9 +310,6 @@ def _bindings(axes: list[Axis], kinds: str, factors: dict[int, int], starts: dic
         elif position in starts:
             value = f"i{axis.id} - {starts[position]}"
         lines.append(f"{axis.var} = T.axis.{role}({axis.dim.text}, {value})")
-    for position, factor in factors.items():
-        axis = axes[position]
-        lines.append(f"T.where(i{axis.id}o * {factor} + i{axis.id}i < {axis.dim.text})")
     return lines
 
 
@@ -629,7 +636,12 @@ def family_elementwise(p: ProgramBuilder, features: dict | None = None) -> None:
     if dtype == "float16" and not value.exact:
         out_dtype = "float16"
     out = p.output(axes, _other_output_dtype(rng, value, out_dtype))
-    p.nest("compute", axes, "S" * len(axes), [_store(out, value)])
+    if rng.random() < 0.1:   # a second output from the same block
+        second = p.output(axes[::-1], dtype)
+        body = [_store(out, value), _store(second, exprs.tree(dtype, rng.randint(0, 2)))]
+    else:
+        body = [_store(out, value)]
+    p.nest("compute", axes, "S" * len(axes), body, partial=True)
 
 
 def _other_output_dtype(rng: random.Random, value: Value, dtype: str) -> str:
@@ -664,7 +676,7 @@ def family_transpose(p: ProgramBuilder) -> None:
         other = source.tree(dtype, 1)
         value = Value(f"({value.text} + {other.text})", dtype, value.bound + other.bound, False)
     out = p.output(order, dtype)
-    p.nest("transpose", axes, "S" * len(axes), [_store(out, value)])
+    p.nest("transpose", axes, "S" * len(axes), [_store(out, value)], partial=True)
 
 
 COMBINE = {"sum": "{old} + {new}", "max": "T.max({old}, {new})", "min": "T.min({old}, {new})"}
@@ -830,7 +842,7 @@ def family_integer(p: ProgramBuilder) -> None:
     exprs = Expressions(p, axes, features={"fp16_input": 0})
     value = exprs.tree("int32", rng.randint(2, 4))
     out = p.output(axes, "int32" if rng.random() < 0.8 else "float32")
-    p.nest("integer", axes, "S" * len(axes), [_store(out, value)])
+    p.nest("integer", axes, "S" * len(axes), [_store(out, value)], partial=True)
 
 
 SCAN_FORMS = ("first_branch", "guarded_previous", "not_first", "next_element")

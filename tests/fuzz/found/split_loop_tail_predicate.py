@@ -7,9 +7,13 @@ Found by the fuzzer (seed 32 and about one program in ten: every nest with a `T.
     kernel 0: tile loop io_1 (axis io): block B's predicate `(io_0 * 16 + io_1) * 2 + (ii_0 * 2 + ii_1) < 31`
     is not `io_0 * 16 + io_1 < 16` (the extent the kernel masks at)
 
-With verify=False the kernel is correct: Tiling tiles both halves of the split, and the contract
-check expects each tile loop's own tail predicate, where the block carries the user's predicate
-over the recombined index. A valid program is refused under the default verify=True.
+A partial predicate on a loop nobody split fails the same way (seeds 5008, 5040 since the
+generator writes them: `T.where(i1 < 2)` over `range(5)` gives "predicate `i1_0 * 8 + i1_1 < 2`
+is not `i1_0 * 8 + i1_1 < 5`").
+
+With verify=False the kernel is correct (also for seeds 5008 and 5040): Tiling tiles both halves
+of the split, and the contract check expects each tile loop's own tail predicate, where the block
+carries the user's predicate over the recombined index (or a predicate of its own). A valid program is refused under the default verify=True.
 """
 from tvm.script import tirx as T
 
