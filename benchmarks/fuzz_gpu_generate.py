@@ -1,9 +1,11 @@
 """Prepare the GPU fuzz campaign here, where TVM is: random programs (tests/fuzz/generator.py),
 each compiled to a standalone Triton module, with its input data and TVM's llvm outputs.
 
-    python benchmarks/fuzz_gpu_generate.py --seed 0 --count 5000 --scale 2    # writes .gpu/fuzz/
-    # carry .gpu/fuzz to the GPU machine (torch + triton only), then:
-    python3 benchmarks/fuzz_gpu_run.py .gpu/fuzz --sanitize-every 20
+    PYTHONPATH=$PWD python benchmarks/fuzz_gpu_generate.py --seed 0 --count 1000 --scale 2 --out .gpu/fuzz0
+    # carry .gpu/fuzz0 (git-ignored, about 40 MB) to the GPU machine (torch + triton only), then:
+    python3 benchmarks/fuzz_gpu_run.py .gpu/fuzz0 --jobs 8 --sanitize-every 20 --time-limit 400 \
+        --results $OUT/results.json
+    # 5,000 programs: five such chunks, seeds 0, 1000, ..., 4000 (docs/fuzzing.md)
 
 The folder (git-ignored) holds, per program NAME: NAME.py (the Triton module), NAME.tir.py (the
 S-TIR program: the reproducer), NAME.npz (inputs `in<d>__<param>` and TVM's results
@@ -33,6 +35,12 @@ from tir_passes.numerics import TOLERANCES, ReferenceRun, buffer_params
 from triton_codegen import compile
 
 
+def storable(array: np.ndarray) -> np.ndarray:
+    """`array` as np.load reads it back without ml_dtypes: bfloat16 as float32 (exactly; the run
+    script casts it back by the parameter's dtype in cases.json)."""
+    return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
+
+
 def prepare(seed: int, scale: int, out_dir: str, verify: bool) -> dict:
     """Write one program's module, data and expected outputs; return its cases.json entry."""
     program = generate(seed, scale=scale)
@@ -49,8 +57,8 @@ def prepare(seed: int, scale: int, out_dir: str, verify: bool) -> dict:
     arrays = {}
     for index, (inputs, outputs) in enumerate(zip(reference.datasets, reference.outputs)):
         for buf in buffer_params(reference.concrete):
-            arrays[f"in{index}__{buf.name}"] = inputs[buf.name]
-            arrays[f"out{index}__{buf.name}"] = outputs[buf.name]
+            arrays[f"in{index}__{buf.name}"] = storable(inputs[buf.name])
+            arrays[f"out{index}__{buf.name}"] = storable(outputs[buf.name])
     np.savez(os.path.join(out_dir, f"{program.name}.npz"), **arrays)
     params = []
     for param in func.params:

@@ -17,7 +17,7 @@ ahead of time for sm_90 with its first config. Outcomes:
                 decide (a sum that cancels, an exp that overflows); not a failure
   internal      any other exception (a raw traceback, a PassError, a ContractError, ...)
   aot           Triton refused to compile a kernel for sm_90
-  timeout       the program took longer than the time limit
+  timeout       the program took longer than the time limit (CPU time, so load elsewhere does not matter)
   invalid       TVM itself cannot parse or build the program: a generator bug
 
 Every outcome but ok, refused and imprecise is a failure; a failure writes a reproducer folder
@@ -57,6 +57,7 @@ DOCUMENTED_UNSUPPORTED = {
 FAILURES = ("unexpected_refusal", "verification", "miscompile", "internal", "aot", "timeout", "invalid")
 OUTCOMES = ("ok", "refused", "imprecise") + FAILURES
 AOT_ARCH = 90
+WALL_FACTOR = 10   # the wall-clock backstop of time_limit, in multiples of its CPU-time limit
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -82,21 +83,29 @@ class ProgramTimeout(Exception):
 
 @contextmanager
 def time_limit(seconds: float | None):
-    """SIGALRM-based limit (the interpreter is Python, so the alarm lands between tile ops)."""
-    if not seconds or not hasattr(signal, "SIGALRM"):
+    """At most `seconds` of this process's CPU time (SIGPROF), so that the outcome does not depend
+    on what else the machine runs; and, against a hang in a child process (the sm_90 compile
+    worker), WALL_FACTOR times that in wall time (SIGALRM). The interpreter is Python, so the
+    signal lands between tile ops."""
+    if not seconds or not hasattr(signal, "SIGPROF"):
         yield
         return
 
     def expire(signum, frame):
-        raise ProgramTimeout(f"took longer than {seconds:.0f}s")
+        clock = "CPU" if signum == signal.SIGPROF else "wall-clock"
+        limit = seconds if signum == signal.SIGPROF else seconds * WALL_FACTOR
+        raise ProgramTimeout(f"took longer than {limit:.0f}s of {clock} time")
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = {sig: signal.signal(sig, expire) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def documented_refusal(err: UnsupportedConstructError) -> str | None:

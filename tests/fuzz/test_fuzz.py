@@ -22,7 +22,7 @@ import pytest
 from .campaign import run_campaign, summary
 
 DEFAULT_COUNT = 300
-VERIFY_EVERY = 4
+VERIFY_EVERY = 10
 FALLBACK_SEED = 20261201
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -7,8 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
+import ml_dtypes
 import numpy as np
+import pytest
+import torch
 
 from tir_passes.errors import UnsupportedConstructError
 
@@ -16,10 +20,12 @@ from .generator import Program
 from .reduce import shrink
 from .runner import (
     ROOT,
+    ProgramTimeout,
     classify,
     ill_conditioned,
     load_program,
     run_program,
+    time_limit,
     write_program,
 )
 
@@ -78,6 +84,14 @@ def test_a_failure_writes_a_reproducer_that_fails_the_same_way(tmp_path):
     assert done.returncode != 0 and "mask has unsupported dtype" in done.stderr
 
 
+def test_the_time_limit_counts_cpu_time_so_load_elsewhere_does_not_change_an_outcome():
+    with time_limit(0.3):
+        time.sleep(0.6)   # waiting, as when other processes hold the cores: no CPU time spent
+    with pytest.raises(ProgramTimeout, match="CPU time"), time_limit(0.3):
+        while True:
+            pass
+
+
 def test_shrinking_keeps_what_fails_and_drops_the_rest():
     smaller = shrink(FAILING, lambda variant: "T.if_then_else(not" in variant.source, log=lambda line: None)
     assert "T.exp" not in smaller.source and "C: T.Buffer" not in smaller.source
@@ -90,8 +104,15 @@ def test_gpu_campaign_runs_end_to_end_in_the_interpreter(tmp_path, capsys):
     campaign = json.loads((tmp_path / "campaign" / "cases.json").read_text())
     assert [c["seed"] for c in campaign["cases"]] == [11, 12, 13]
     assert fuzz_gpu_run.main([folder, "--device", "cpu"]) == 0
-    results = json.loads((tmp_path / "campaign" / "results.json").read_text())
-    assert len(results) == 3 and not any(r["problems"] for r in results)
+    results = json.loads((tmp_path / "campaign" / "results.json").read_text())["results"]
+    assert [r["seed"] for r in results] == [11, 12, 13] and not any(r["problems"] for r in results)
+
+    # the device's form: slices in two processes, results where asked
+    elsewhere = tmp_path / "out" / "results.json"
+    elsewhere.parent.mkdir()
+    assert fuzz_gpu_run.main([folder, "--device", "cpu", "--jobs", "2", "--time-limit", "300",
+                              "--results", str(elsewhere)]) == 0
+    assert json.loads(elsewhere.read_text())["results"] == results
 
     case = campaign["cases"][0]
     written = next(p["name"] for p in case["params"] if p["kind"] == "buffer" and p["name"].startswith("Out"))
@@ -100,3 +121,12 @@ def test_gpu_campaign_runs_end_to_end_in_the_interpreter(tmp_path, capsys):
     np.savez(os.path.join(folder, case["data"]), **data)
     assert fuzz_gpu_run.main([folder, "--device", "cpu", "--case", case["name"]]) == 1
     assert f"{written}: " in capsys.readouterr().out
+
+
+def test_gpu_campaign_carries_bfloat16_through_its_npz_files(tmp_path):
+    values = np.array([1.5, -2.25, 3.0e38, -0.0078125], dtype="float32").astype(ml_dtypes.bfloat16)
+    np.savez(tmp_path / "data.npz", x=fuzz_gpu_generate.storable(values))
+    loaded = np.load(tmp_path / "data.npz")["x"]   # without storable: dtype void, which torch refuses
+    tensor, _, _ = fuzz_gpu_run.place(loaded, "bfloat16", "cpu", margins=True)
+    assert tensor.dtype == torch.bfloat16
+    assert tensor.float().numpy().tolist() == values.astype("float32").tolist()
