@@ -1,11 +1,11 @@
 """Prepare the GPU fuzz campaign here, where TVM is: random programs (tests/fuzz/generator.py),
 each compiled to a standalone Triton module, with its input data and TVM's llvm outputs.
 
-    PYTHONPATH=$PWD python benchmarks/fuzz_gpu_generate.py --seed 0 --count 1000 --scale 2 --out .gpu/fuzz0
-    # carry .gpu/fuzz0 (git-ignored, about 40 MB) to the GPU machine (torch + triton only), then:
+    PYTHONPATH=$PWD python benchmarks/fuzz_gpu_generate.py --seed 0 --count 750 --scale 2 --out .gpu/fuzz0
+    # carry .gpu/fuzz0 (git-ignored, about 49 MB) to the GPU machine (torch + triton only), then:
     python3 benchmarks/fuzz_gpu_run.py .gpu/fuzz0 --jobs 8 --sanitize-every 20 --time-limit 400 \
         --results $OUT/results.json
-    # 5,000 programs: five such chunks, seeds 0, 1000, ..., 4000 (docs/fuzzing.md)
+    # 5,000 programs and more: seven such chunks, seeds 0, 750, ..., 4500 (docs/fuzzing.md)
 
 The folder (git-ignored) holds, per program NAME: NAME.py (the Triton module), NAME.tir.py (the
 S-TIR program: the reproducer), NAME.npz (inputs `in<d>__<param>` and TVM's results
