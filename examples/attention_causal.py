@@ -3,13 +3,17 @@ the softmax, O = softmax(mask(Q·Kᵀ · scale)) · V, per batch and head.
 
 Stages: scores (a contraction over d), the masked and scaled scores, the row max, the
 exponentials and their row sum, the weighted sum of V (a contraction over the keys), and its
-normalization by the row sum. Every row keeps its diagonal, so its maximum is finite."""
+normalization by the row sum. Every row keeps its diagonal, so its maximum is finite.
+`weights_dtype` is the type the weights are rounded to before they multiply V: the input type by
+default (16-bit products on tensor cores, as flash attention and PyTorch's SDPA compute them), or
+"float32" to keep them exact (an fp32 contraction: several times slower)."""
 
 from tvm.script import tirx as T
 
 
-def make_causal_attention(B: int, H: int, S: int, D: int, dtype: str = "float16"):
+def make_causal_attention(B: int, H: int, S: int, D: int, dtype: str = "float16", weights_dtype: str | None = None):
     scale = 1.0 / D**0.5
+    weights_dtype = weights_dtype or dtype
 
     @T.prim_func(s_tir=True)
     def causal_attention(Q: T.Buffer((B, H, S, D), dtype), K: T.Buffer((B, H, S, D), dtype),
@@ -52,7 +56,7 @@ def make_causal_attention(B: int, H: int, S: int, D: int, dtype: str = "float16"
                 vb, vh, vi, vd, vj = T.axis.remap("SSSSR", [b, h, i, d, j])
                 with T.init():
                     acc[vb, vh, vi, vd] = T.float32(0)
-                acc[vb, vh, vi, vd] = acc[vb, vh, vi, vd] + weights[vb, vh, vi, vj] * T.Cast("float32", V[vb, vh, vj, vd])
+                acc[vb, vh, vi, vd] = acc[vb, vh, vi, vd] + T.Cast("float32", T.Cast(weights_dtype, weights[vb, vh, vi, vj])) * T.Cast("float32", V[vb, vh, vj, vd])
         for b, h, i, d in T.grid(B, H, S, D):
             with T.sblock("normalize"):
                 vb, vh, vi, vd = T.axis.remap("SSSS", [b, h, i, d])

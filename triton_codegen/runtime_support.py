@@ -308,7 +308,16 @@ def _descriptor_problem(t, blocks, wrap):
         problem = _capability_problem(t[buffer].device) or _layout_problem(buffer, t[buffer], block)
         if problem:
             return problem
+    if all(_tiles_divide(t[buffer], block) for buffer, block in blocks.values()):
+        # the pointer kernel's accesses are then unmasked, and ran faster on an H200 (2026-11-30:
+        # matmul 4096^3 216 vs 270 us, transpose 4096^2 fp32 38 vs 71 us); descriptors pay where
+        # the copy engine replaces masks (3000x5000x1000: 103 vs 224 us)
+        return "every tile divides its tensor: the pointer kernel needs no masks"
     return None
+
+
+def _tiles_divide(tensor, block):
+    return all(size % tile == 0 for size, tile in zip(tensor.shape, block))
 
 
 def _capability_problem(device):
