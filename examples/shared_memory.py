@@ -52,7 +52,37 @@ def schedule_matmul(func):
     return sch.mod
 
 
+def schedule_transpose_vectorized(func, tile: int = 64, vector: int = 4, warps: int = 8):
+    """The fast transpose: a 64x64 tile per block of 8 warps, global accesses of `vector` elements
+    per thread on both sides. The staging copy writes rows of the tile as vectors; the output
+    stage has each warp write 4 rows of B (4 x 128 bytes) with lanes 8 along B's rows (4 elements
+    each) and 4 across, so it reads a 32x4 patch of the tile (columns of A) per request."""
+    sch = s_tir.Schedule(func)
+    block = sch.get_sblock("B")
+    i, j = sch.get_loops(block)
+    i_outer, i_inner = sch.split(i, [None, tile])
+    j_outer, j_inner = sch.split(j, [None, tile])
+    sch.reorder(j_outer, i_outer, j_inner, i_inner)
+    sch.bind(j_outer, "blockIdx.y")
+    sch.bind(i_outer, "blockIdx.x")
+    staged = sch.cache_read(block, 0, "shared")
+    sch.compute_at(staged, i_outer)
+    _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(staged)[-2:]), [None, warps, 32, vector])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+    rows = 32 // (tile // vector // 2)                     # rows of B one warp writes per step
+    j_serial, j_warp, j_lane = sch.split(j_inner, [None, warps, rows])
+    i_serial, i_lane, i_vec = sch.split(i_inner, [None, 32 // rows, vector])
+    sch.reorder(j_serial, i_serial, j_warp, j_lane, i_lane, i_vec)
+    sch.bind(j_warp, "threadIdx.y")
+    sch.bind(sch.fuse(j_lane, i_lane), "threadIdx.x")
+    sch.vectorize(i_vec)
+    return sch.mod
+
+
 transpose_shared = schedule_transpose(make_transpose(1024, 1024))
+transpose_vectorized = schedule_transpose_vectorized(make_transpose(1024, 1024))
 matmul_shared = schedule_matmul(make_matmul(1024, 1024, 1024, "float32", "float32"))
 
 if __name__ == "__main__":
