@@ -81,9 +81,39 @@ def schedule_transpose_vectorized(func, tile: int = 64, vector: int = 4, warps: 
     return sch.mod
 
 
+def schedule_matmul_tensor_core(func, block_m: int = 128, block_n: int = 128, block_k: int = 64, threads: int = 128,
+                                vector: int = 8):
+    """fp16 matmul for the tensor cores, as a CUDA-style schedule: a block_m x block_n tile of C per
+    block of `threads` threads (one row of C each), block_k-wide tiles of A and B staged in shared
+    memory per step of k by vectorized copies (`vector` elements per thread). What the schedule
+    fixes: the tiles, the staging, the copies' thread layout and the thread count. What the Gluon
+    backend chooses: the contraction over the two staged tiles runs on warpgroup_mma, with the
+    accumulator in its NVMMA register layout, because BankConflictFreeTiling gave both tiles the
+    tensor-core (NVMMA) shared layout."""
+    sch = s_tir.Schedule(func)
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, block_m])
+    j0, j1 = sch.split(j, [None, block_n])
+    k0, k1 = sch.split(k, [None, block_k])
+    sch.reorder(i0, j0, i1, k0, j1, k1)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.x")
+    for index in (0, 1):
+        staged = sch.cache_read(block, index, "shared")
+        sch.compute_at(staged, k0)
+        _, tx, vec = sch.split(sch.fuse(*sch.get_loops(staged)[-2:]), [None, threads, vector])
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
+    sch.decompose_reduction(block, k0)
+    return sch.mod
+
+
 transpose_shared = schedule_transpose(make_transpose(1024, 1024))
 transpose_vectorized = schedule_transpose_vectorized(make_transpose(1024, 1024))
 matmul_shared = schedule_matmul(make_matmul(1024, 1024, 1024, "float32", "float32"))
+matmul_tensor_core = schedule_matmul_tensor_core(make_matmul(1024, 1024, 1024, "float16", "float32"))
 
 if __name__ == "__main__":
     from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling

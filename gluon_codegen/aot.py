@@ -34,6 +34,7 @@ class GluonAotResult:
     shared_instructions: dict     # PTX shared-memory instruction -> count (ld.shared.v4.b32, ...)
     barriers: int                 # bar.sync / barrier.sync in the PTX
     mma: int                      # wgmma instructions in the PTX
+    triton: str                   # the Triton version that compiled it
 
 
 def kernel_signature(kernel, params) -> dict:
@@ -68,7 +69,7 @@ def compile_ahead_of_time(module_file: str, program, arch: int = 90) -> list[Glu
                for k in program.kernels]
     reply = _ask({"do": "compile", "path": module_file, "kernels": kernels, "arch": arch})
     return [GluonAotResult(r["kernel"], arch, r["shared"], r["num_warps"], r["shared_instructions"], r["barriers"],
-                           r["mma"]) for r in reply["results"]]
+                           r["mma"], r["triton"]) for r in reply["results"]]
 
 
 def bank_conflicts(pairs: list[dict]) -> list[int]:
@@ -95,7 +96,7 @@ def _compile(request: dict) -> dict:
         counts: dict[str, int] = {}
         for op in re.findall(r"\b((?:ld|st)\.shared(?:\.v\d)?\.\w+)", ptx):
             counts[op] = counts.get(op, 0) + 1
-        results.append({"kernel": kernel["name"], "shared": compiled.metadata.shared,
+        results.append({"kernel": kernel["name"], "shared": compiled.metadata.shared, "triton": triton.__version__,
                         "num_warps": compiled.metadata.num_warps, "shared_instructions": dict(sorted(counts.items())),
                         "barriers": len(re.findall(r"\bbar(?:rier)?\.sync", ptx)),
                         "mma": len(re.findall(r"\bwgmma\.mma_async", ptx))})
@@ -103,29 +104,29 @@ def _compile(request: dict) -> dict:
 
 
 def _bank_conflicts(request: dict) -> dict:
+    import contextlib
+    import io
+
     from triton._filecheck import run_parser
     from triton.backends.compiler import GPUTarget
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
 
-    counted: list[int] = []
-
-    @gluon.constexpr_function
-    def record(value):
-        counted.append(int(value))
-        return value
-
     @gluon.jit
     def probe(register: gl.constexpr, shared: gl.constexpr):
-        record(gl.bank_conflicts(register, shared))
+        gl.static_print("bank_conflicts:", gl.bank_conflicts(register, shared))
 
     names = {"gl": gl}
+    counted = []
     for pair in request["pairs"]:
         dtype = getattr(gl, pair["dtype"])
         shape = pair["shape"]
         register = gl.distributed_type(dtype, shape, eval(pair["register"], names))  # noqa: S307 - our own layout text
         shared = gl.shared_memory_descriptor_type(dtype, shape, eval(pair["shared"], names), shape)  # noqa: S307
-        run_parser(probe, (register, shared), {"num_warps": pair["num_warps"]}, target=GPUTarget("cuda", 90, 32))
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            run_parser(probe, (register, shared), {"num_warps": pair["num_warps"]}, target=GPUTarget("cuda", 90, 32))
+        counted.append(int(printed.getvalue().split("bank_conflicts:")[-1].split()[0]))
     return {"ok": True, "conflicts": counted}
 
 

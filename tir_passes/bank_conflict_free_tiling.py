@@ -27,13 +27,15 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from .bank_conflicts import BANK_BYTES, BANKS, SharedAccess, analyze, lower_for_cuda, tensor_core_reads, wavefronts_under
+from .bank_conflicts import (BANK_BYTES, BANKS, SharedAccess, analyze, count_wavefronts, lower_for_cuda,
+                             tensor_core_reads, wavefronts_under)
 from .layout_proofs import injection_problems
 from .nest import element_bytes
 from .pass_util import replace_block, s_tir_pass
 from .shared_layout import (KEY, KINDS, NVMMA, NVMMA_SWIZZLES, PADDED, SWIZZLED, UNCHANGED, Counts,
                             SharedLayoutDecision)
 
+GLUON_LAYOUTS = (PADDED, SWIZZLED, NVMMA)
 MAX_PADDING_OVERHEAD = 16   # a padding above 1/16 of the tile's memory ranks below an XOR swizzle
 
 # the prefix of TVM's s_tir pipeline (tvm/s_tir/pipeline.py) that places shared buffers and
@@ -213,12 +215,28 @@ def _uncast(expr):
 
 
 # --- the decision ----------------------------------------------------------------------------------
-def choose_layout(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...] = (PADDED,)) -> SharedLayoutDecision:
+def as_issued(access: SharedAccess, element: int) -> SharedAccess:
+    """The access as a backend that vectorizes each thread's consecutive elements issues it (Gluon
+    does, through its register layouts: up to 16 bytes per lane, one request per vector)."""
+    vector = min(access.run, 16 // element)
+    if vector <= access.vector or access.executions % (vector // access.vector):
+        return access
+    wavefronts, ideal = count_wavefronts([e * element for e in access.elements], element * vector)
+    return replace(access, bytes_per_lane=element * vector, wavefronts=wavefronts, ideal=ideal, vector=vector,
+                   executions=access.executions // (vector // access.vector))
+
+
+def choose_layout(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...] = (PADDED,),
+                  vectorize_runs: bool = False) -> SharedLayoutDecision:
     """The staged tile's layout with the fewest conflicts (the model's count over every access of
-    the buffer, on the row-major tile of TVM's build), ranked as `_rank` says."""
+    the buffer, on the row-major tile of TVM's build), ranked as `_rank` says. With
+    `vectorize_runs`, accesses are counted as the Gluon backend issues them (as_issued), and a
+    layout must keep their alignment."""
     mod = tvm.IRModule({"main": func})
     tile = tuple(int(d) for d in _compacted_buffer(mod, buf.name).shape)
     accesses = [a for a in analyze(mod) if a.buffer == buf.name]
+    if vectorize_runs:
+        accesses = [as_issued(a, element_bytes(buf.dtype)) for a in accesses]
     tensor_core = _is_tensor_core_operand(func, buf)
     elem = element_bytes(buf.dtype)
     if tensor_core:  # the warps read it through the tensor cores, not with the loads TVM would emit
@@ -259,7 +277,7 @@ def _proven_padding(func: tirx.PrimFunc, block: str, buf, layout: SharedLayoutDe
 
 
 def _decide(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...]) -> tirx.PrimFunc:
-    layout = choose_layout(func, block, buf, layouts)
+    layout = choose_layout(func, block, buf, layouts, vectorize_runs=layouts == GLUON_LAYOUTS)
     current = func
     if layout.kind == PADDED:
         padded, proof = _proven_padding(func, block, buf, layout)
@@ -293,11 +311,11 @@ def bank_conflict_free_tiling(func: tirx.PrimFunc, layouts: tuple[str, ...] = (P
 def BankConflictFreeTiling(layouts: tuple[str, ...] = (PADDED,)):
     """The pass. `layouts`: what the backend can build. TVM's CUDA build realizes paddings only
     (storage_align), the default; the Gluon backend also realizes XOR swizzles and tensor-core
-    (NVMMA) layouts: GLUON_LAYOUTS."""
+    (NVMMA) layouts (GLUON_LAYOUTS), and vectorizes each thread's consecutive elements, so then
+    accesses are counted as it issues them and paddings keep their alignment (Triton emits
+    ld.shared.v4 through a PaddedSharedLayout whose rows are not 16-byte aligned: misaligned)."""
     unknown = [kind for kind in layouts if kind not in KINDS]
     if unknown:
         raise ValueError(f"unknown shared layouts {unknown}; choose from {KINDS}")
     return s_tir_pass("BankConflictFreeTiling", lambda func: bank_conflict_free_tiling(func, tuple(layouts)))
 
-
-GLUON_LAYOUTS = (PADDED, SWIZZLED, NVMMA)

@@ -44,6 +44,7 @@ class SharedAccess:
     executions: int    # requests per warp: product of the enclosing serial loops' trip counts
     elements: tuple[int, ...] = ()   # per lane: the flat element index (first element of a vector)
     vector: int = 1                  # elements per lane (a Ramp's lanes)
+    run: int = 1                     # consecutive elements one thread reaches over its own loops
 
     @property
     def conflicts(self) -> int:
@@ -168,10 +169,29 @@ class _KernelWalker:
             executions *= trips
         parts = [(elements, lanes)] if stride == 1 else [(tuple(e + k * stride for e in elements), 1) for k in range(lanes)]
         elem = element_bytes(buf.dtype)
+        run = self._run(index.base if ramp else index, lanes if stride == 1 else 1)
         for part, vector in parts:
             wavefronts, ideal = count_wavefronts([e * elem for e in part], elem * vector)
             self.accesses.append(SharedAccess(self.name, buf.name, kind, str(index), elem * vector, wavefronts, ideal,
-                                              executions, part, vector))
+                                              executions, part, vector, run))
+
+    def _run(self, expr, run: int) -> int:
+        """Consecutive elements the first thread reaches: its vector, grown by every loop of its own
+        whose step continues the run (a serial loop over a row, as a register layout holds it)."""
+        base = self._lane_values(0)
+        first = self._lane_value(expr, base)
+        steps = []
+        for var, start, trips in self.loops:
+            moved = self._lane_value(expr, {**base, var.__chandle__(): start + 1}) if trips > 1 else None
+            if first is not None and moved is not None:
+                steps.append((moved - first, trips))
+        grown = True
+        while grown:
+            grown = False
+            for step, trips in steps:
+                if step == run and trips & (trips - 1) == 0:
+                    run, grown = run * trips, True
+        return run
 
     def _lane_elements(self, expr) -> tuple[int, ...] | None:
         threads = 1
