@@ -293,7 +293,7 @@ class _KernelLowering:
                                                 "(B), the orientation the tensor cores take")
             origin = self.tile_origin.get(load.source.name)
             offsets = tuple(tir_offsets[v.__chandle__()][0] for v in load.indices)
-            if origin is None or not all(sym.Analyzer().can_prove_equal(a, b) for a, b in zip(origin, offsets)):
+            if not self.same_origin(origin, offsets):
                 raise UnsupportedConstructError(f"{where}: reads {load.source.name} at another origin than the block "
                                                 "that staged it")
         acc_box = self.accumulators[acc]
@@ -347,6 +347,18 @@ class _KernelLowering:
             raise UnsupportedConstructError(f"{where}: intermediate global buffer {buffer.name}; the Gluon backend "
                                             "takes the function's parameters only")
         self.buffers[buffer.name] = buffer
+
+    def analyzer(self) -> sym.Analyzer:
+        """An analyzer that knows the ranges of the program ids and sequential loop variables."""
+        analyzer = sym.Analyzer()
+        for var, extent in [(v, e) for v, e, _ in self.grid] + self.sequential:
+            analyzer.bind(var, tvm.ir.Range(0, extent))
+        return analyzer
+
+    def same_origin(self, origin, offsets) -> bool:
+        """Whether a reader's offsets of a shared tile are the staging block's (its origin)."""
+        analyzer = self.analyzer()
+        return origin is not None and all(analyzer.can_prove_equal(a, b) for a, b in zip(origin, offsets))
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -428,7 +440,7 @@ class _BoxContext(_ScalarContext):
             axes, _ = _tile_axes(load.indices, self.block, self.box, self._where, buffer.name)
             origin = self.kernel.tile_origin.get(buffer.name)
             offsets = tuple(self.tir_offsets[v.__chandle__()][0] for v in load.indices)
-            if origin is None or not all(sym.Analyzer().can_prove_equal(a, b) for a, b in zip(origin, offsets)):
+            if not self.kernel.same_origin(origin, offsets):
                 raise UnsupportedConstructError(f"{self._where}: reads shared buffer {buffer.name} at another origin "
                                                 "than the block that staged it")
             self.loads.append(SharedLoad(name, buffer.name, axes))
@@ -441,11 +453,7 @@ class _BoxContext(_ScalarContext):
 
     def masked(self, buffer, indices) -> tuple[int, ...]:
         """The axes of an access whose bound the analyzer cannot prove over the box."""
-        analyzer = sym.Analyzer()
-        for var, extent, _ in self.kernel.grid:
-            analyzer.bind(var, tvm.ir.Range(0, extent))
-        for var, extent in self.kernel.sequential:
-            analyzer.bind(var, tvm.ir.Range(0, extent))
+        analyzer = self.kernel.analyzer()
         offsets = self.tir_offsets or {}
         replace_map = {}
         for iv in self.block.iter_vars:
