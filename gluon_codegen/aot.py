@@ -3,7 +3,8 @@ the PTX says about shared-memory instructions), and ask Gluon how many bank conf
 register/shared layout pair has (`gl.bank_conflicts`, evaluated while Gluon traces a probe).
 
 Both need Triton in compiled mode, which a process running the interpreter cannot switch to, so
-they run in a worker process (`python -m gluon_codegen.aot`), one request per call.
+they run in a worker process (`python -m gluon_codegen.aot`), one per call; a call takes many
+modules or many layout pairs at once, since starting the worker (importing Triton) is the slow part.
 """
 
 from __future__ import annotations
@@ -65,11 +66,17 @@ def _ask(request: dict) -> dict:
 
 def compile_ahead_of_time(module_file: str, program, arch: int = 90) -> list[GluonAotResult]:
     """Compile every kernel of a generated module for sm_`arch` (no GPU needed)."""
-    kernels = [{"name": k.name, "signature": kernel_signature(k, program.params), "num_warps": k.num_warps}
-               for k in program.kernels]
-    reply = _ask({"do": "compile", "path": module_file, "kernels": kernels, "arch": arch})
-    return [GluonAotResult(r["kernel"], arch, r["shared"], r["num_warps"], r["shared_instructions"], r["barriers"],
-                           r["mma"], r["triton"]) for r in reply["results"]]
+    return compile_modules([(module_file, program)], arch)[0]
+
+
+def compile_modules(modules: list[tuple[str, object]], arch: int = 90) -> list[list[GluonAotResult]]:
+    """`compile_ahead_of_time` for each (module file, GluonProgram), in one worker."""
+    request = [{"path": path, "kernels": [{"name": k.name, "signature": kernel_signature(k, program.params),
+                                           "num_warps": k.num_warps} for k in program.kernels]}
+               for path, program in modules]
+    reply = _ask({"do": "compile", "modules": request, "arch": arch})
+    return [[GluonAotResult(r["kernel"], arch, r["shared"], r["num_warps"], r["shared_instructions"], r["barriers"],
+                            r["mma"], r["triton"]) for r in results] for results in reply["results"]]
 
 
 def bank_conflicts(pairs: list[dict]) -> list[int]:
@@ -80,6 +87,10 @@ def bank_conflicts(pairs: list[dict]) -> list[int]:
 
 # --- the worker ------------------------------------------------------------------------------------
 def _compile(request: dict) -> dict:
+    return {"ok": True, "results": [_compile_module(module, request["arch"]) for module in request["modules"]]}
+
+
+def _compile_module(request: dict, arch: int) -> list[dict]:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -90,8 +101,7 @@ def _compile(request: dict) -> dict:
     results = []
     for kernel in request["kernels"]:
         source = GluonASTSource(getattr(module, kernel["name"]), kernel["signature"], {})
-        compiled = triton.compile(source, target=GPUTarget("cuda", request["arch"], 32),
-                                  options={"num_warps": kernel["num_warps"]})
+        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": kernel["num_warps"]})
         ptx = compiled.asm["ptx"]
         counts: dict[str, int] = {}
         for op in re.findall(r"\b((?:ld|st)\.shared(?:\.v\d)?\.\w+)", ptx):
@@ -100,7 +110,7 @@ def _compile(request: dict) -> dict:
                         "num_warps": compiled.metadata.num_warps, "shared_instructions": dict(sorted(counts.items())),
                         "barriers": len(re.findall(r"\bbar(?:rier)?\.sync", ptx)),
                         "mma": len(re.findall(r"\bwgmma\.mma_async", ptx))})
-    return {"ok": True, "results": results}
+    return results
 
 
 def _bank_conflicts(request: dict) -> dict:

@@ -66,7 +66,13 @@ def tensor_core_reads(program: GluonProgram) -> list[tuple[str, str, str]]:
 
 def gluon_counts(program: GluonProgram) -> list[tuple[LayoutPair, int]]:
     """Each layout pair with gl.bank_conflicts' count (evaluated on the CPU, in a worker)."""
-    pairs = layout_pairs(program)
-    counts = bank_conflicts([{"dtype": p.dtype, "shape": list(p.shape), "register": p.register, "shared": p.shared,
-                              "num_warps": p.num_warps} for p in pairs]) if pairs else []
-    return list(zip(pairs, counts))
+    return gluon_counts_of([program])[0]
+
+
+def gluon_counts_of(programs: list[GluonProgram]) -> list[list[tuple[LayoutPair, int]]]:
+    """`gluon_counts` of each program, in one worker."""
+    pairs = [layout_pairs(program) for program in programs]
+    flat = [p for program_pairs in pairs for p in program_pairs]
+    counts = iter(bank_conflicts([{"dtype": p.dtype, "shape": list(p.shape), "register": p.register,
+                                   "shared": p.shared, "num_warps": p.num_warps} for p in flat]) if flat else [])
+    return [[(pair, next(counts)) for pair in program_pairs] for program_pairs in pairs]

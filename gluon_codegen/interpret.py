@@ -21,6 +21,7 @@ import types
 import triton
 import triton.language as tl
 
+from tir_passes.errors import LaunchError
 from triton_codegen import loader
 
 _IMPORTS = {
@@ -124,7 +125,10 @@ def erased_module(source: str, name: str):
 def run_erased(source: str, name: str, *args, **kwargs) -> None:
     """`run(...)` of the module, layouts erased, on CPU tensors in Triton's interpreter."""
     module = erased_module(source, name)
-    tensors, _ = module.check_arguments(module.PARAMS, args, kwargs)
+    try:
+        tensors, _ = module.check_arguments(module.PARAMS, args, kwargs)
+    except module.LaunchError as err:
+        raise LaunchError(str(err)) from None
     with loader.triton_mode(True):
         for _, launch in module.LAUNCHERS:
             launch(tensors)

@@ -7,14 +7,15 @@ lane id, warp id) to box index is linear over bits: exactly Gluon's DistributedL
 Lanes are the thread ids in CUDA's order (threadIdx.x fastest, then y, z); registers take the
 vectorized loops' bits first (consecutive registers are the vector), then the other loops'
 innermost first. The layout is checked on every point of the loop space (or a sample of it when
-the space is large), so a schedule that does not map threads linearly is refused by name.
+the space is very large; numpy evaluates all points at once), so a schedule that does not map
+threads linearly is refused by name.
 """
 
 from __future__ import annotations
 
 import itertools
-import random
 
+import numpy as np
 from tvm import tirx
 
 from tir_passes.errors import UnsupportedConstructError
@@ -23,11 +24,12 @@ from tir_passes.shared_layout import NVMMA, PADDED, SWIZZLED, SharedLayoutDecisi
 from .ir import BlockedLayout, LinearLayout
 
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-_EXHAUSTIVE = 1 << 16
+_EXHAUSTIVE = 1 << 20
 
 
 def evaluator(expr):
-    """A Python function of {var handle: int} computing an integer TIR expression."""
+    """A Python function of {var handle: int} computing an integer TIR expression; the values may be
+    numpy integer arrays, to evaluate many points at once."""
     if isinstance(expr, tirx.IntImm):
         value = int(expr.value)
         return lambda env: value
@@ -36,7 +38,7 @@ def evaluator(expr):
         return lambda env: env[key]
     ops = {tirx.Add: lambda a, b: a + b, tirx.Sub: lambda a, b: a - b, tirx.Mul: lambda a, b: a * b,
            tirx.FloorDiv: lambda a, b: a // b, tirx.FloorMod: lambda a, b: a % b,
-           tirx.Min: min, tirx.Max: max}
+           tirx.Min: np.minimum, tirx.Max: np.maximum}
     op = ops.get(type(expr))
     if op is None:
         raise UnsupportedConstructError(f"the index `{expr}` is not an affine expression of loop variables "
@@ -101,36 +103,34 @@ class LoopSpace:
     def layout(self, coords, shape: tuple[int, ...]) -> LinearLayout:
         """The linear layout of `coords` (loop values -> box index) over these loops."""
         def at(values: dict) -> tuple[int, ...]:
-            return tuple(coords({**self._zero(), **values}))
+            return tuple(int(c) for c in coords({**self._zero(), **values}))
 
         reg = tuple(at({loop.loop_var.__chandle__(): 1 << bit}) for loop, bit in self._registers())
         thread_bits = [at(self._thread_point(1 << bit)) for bit in range(log2(self.threads))]
         layout = LinearLayout(reg, tuple(thread_bits[:5]), tuple(thread_bits[5:]), shape)
-        self._check_linear(layout, at)
+        self._check_linear(layout, lambda values: coords({**self._zero(), **values}))
         return layout
 
     def _check_linear(self, layout: LinearLayout, at) -> None:
+        """Every point of the loop space (`at` maps loop values, as arrays, to box indices)."""
         registers = self._registers()
         total_bits = len(registers) + log2(self.threads)
-        points = range(1 << total_bits)
+        points = np.arange(1 << total_bits, dtype=np.int64)
         if len(points) > _EXHAUSTIVE:
-            points = random.Random(0).sample(points, _EXHAUSTIVE)
-        bases = list(layout.reg) + list(layout.lane) + list(layout.warp)
-        for point in points:
-            values = {}
-            for bit, (loop, loop_bit) in enumerate(registers):
-                if point >> bit & 1:
-                    key = loop.loop_var.__chandle__()
-                    values[key] = values.get(key, 0) | (1 << loop_bit)
-            values.update(self._thread_point(point >> len(registers)))
-            expected = [0] * len(layout.shape)
-            for bit, basis in enumerate(bases):
-                if point >> bit & 1:
-                    expected = [e ^ b for e, b in zip(expected, basis)]
-            if list(at(values)) != expected:
-                raise UnsupportedConstructError(f"{self.where}: the thread bindings do not map threads to the block's "
-                                                "tile linearly (a loop split that is not a power of two, or an index "
-                                                "that carries between loops); the Gluon backend needs a linear layout")
+            points = np.random.default_rng(0).choice(points, _EXHAUSTIVE, replace=False)
+        values = {}
+        for bit, (loop, loop_bit) in enumerate(registers):
+            key = loop.loop_var.__chandle__()
+            values[key] = values.get(key, 0) | ((points >> bit & 1) << loop_bit)
+        values.update(self._thread_point(points >> len(registers)))
+        expected = [np.zeros_like(points) for _ in layout.shape]
+        for bit, basis in enumerate(list(layout.reg) + list(layout.lane) + list(layout.warp)):
+            on = points >> bit & 1
+            expected = [e ^ (on * b) for e, b in zip(expected, basis)]
+        if not all(np.array_equal(np.broadcast_to(got, points.shape), want) for got, want in zip(at(values), expected)):
+            raise UnsupportedConstructError(f"{self.where}: the thread bindings do not map threads to the block's "
+                                            "tile linearly (a loop split that is not a power of two, or an index "
+                                            "that carries between loops); the Gluon backend needs a linear layout")
 
 
 def _thread_tag(loop: tirx.For) -> str | None:
