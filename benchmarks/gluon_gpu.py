@@ -5,6 +5,8 @@ bank-conflict counts. Two halves, so the GPU needs no TVM:
     python benchmarks/gluon_gpu.py generate DIR          # here (TVM): modules, cases.json, predictions
     python3 benchmarks/gluon_gpu.py run DIR OUT [--ncu]  # on the GPU (torch + triton only)
 
+`run` keeps within BUDGET_S: a case that would start after it is listed as skipped, not run.
+
 Each case is compiled twice: with every staged tile left row-major ("unchanged") and with
 BankConflictFreeTiling's layouts ("pass"), so the table shows what the pass buys in the kernel.
 `run` checks every kernel against torch before timing it; a wrong result is reported, not timed.
@@ -28,6 +30,8 @@ METRICS = {
     "ld_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
     "st_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
 }
+BUDGET_S = 420          # the whole `run`, ncu included
+NCU_TIMEOUT_S = 60      # one profiled launch (a fresh Python: torch import, cached kernel, metric replays)
 
 
 # --- generate (TVM) --------------------------------------------------------------------------------
@@ -73,31 +77,35 @@ def _predicted(kernel, variant_mod) -> dict:
 
 def generate(out_dir: str) -> int:
     from gluon_codegen import compile_gluon
-    from gluon_codegen.aot import compile_ahead_of_time
-    from gluon_codegen.bank_check import gluon_counts
+    from gluon_codegen.aot import compile_modules
+    from gluon_codegen.bank_check import gluon_counts_of
     from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling
     from tir_passes.shared_layout import UNCHANGED
 
     os.makedirs(out_dir, exist_ok=True)
-    entries = []
+    compiled = []
     for name, reference, mod in _cases():
         for variant, passes in (("unchanged", [BankConflictFreeTiling((UNCHANGED,))]), ("pass", None)):
             kernel = compile_gluon(mod, verify=False, passes=passes)
             path = kernel.save(os.path.join(out_dir, f"{name}_{variant}.py"))
-            program = kernel.program
-            aot = compile_ahead_of_time(kernel.module_file(), program)[0]
-            entries.append({
-                "name": f"{name}_{variant}", "module": os.path.basename(path), "reference": reference,
-                "kernel": program.kernels[0].name,
-                "params": [{"name": p.name, "dtype": p.dtype, "shape": list(p.shape), "written": p.written}
-                           for p in program.params],
-                "layouts": {t.name: t.decision.describe() for t in program.kernels[0].shared},
-                "predicted": _predicted(program.kernels[0], kernel.tir),
-                "gluon_bank_conflicts": [{"block": p.block, "buffer": p.buffer, "kind": p.kind, "conflicts": n}
-                                         for p, n in gluon_counts(program)],
-                "ptx": {"shared_instructions": aot.shared_instructions, "wgmma": aot.mma, "shared_bytes": aot.shared_bytes},
-            })
-            print(entries[-1]["name"], entries[-1]["layouts"], entries[-1]["predicted"])
+            compiled.append((f"{name}_{variant}", reference, kernel, path))
+    # one worker each for all the sm_90 compiles and all the gl.bank_conflicts counts
+    built = compile_modules([(kernel.module_file(), kernel.program) for _, _, kernel, _ in compiled])
+    counted = gluon_counts_of([kernel.program for _, _, kernel, _ in compiled])
+    entries = []
+    for (name, reference, kernel, path), (aot, *_), counts in zip(compiled, built, counted):
+        program = kernel.program
+        entries.append({
+            "name": name, "module": os.path.basename(path), "reference": reference, "kernel": program.kernels[0].name,
+            "params": [{"name": p.name, "dtype": p.dtype, "shape": list(p.shape), "written": p.written}
+                       for p in program.params],
+            "layouts": {t.name: t.decision.describe() for t in program.kernels[0].shared},
+            "predicted": _predicted(program.kernels[0], kernel.tir),
+            "gluon_bank_conflicts": [{"block": p.block, "buffer": p.buffer, "kind": p.kind, "conflicts": n}
+                                     for p, n in counts],
+            "ptx": {"shared_instructions": aot.shared_instructions, "wgmma": aot.mma, "shared_bytes": aot.shared_bytes},
+        })
+        print(name, entries[-1]["layouts"], entries[-1]["predicted"])
     with open(os.path.join(out_dir, "cases.json"), "w") as handle:
         json.dump(entries, handle, indent=1)
     return 0
@@ -179,7 +187,10 @@ def _measure(folder: str, entry: dict) -> dict:
 def _ncu(folder: str, entry: dict) -> dict:
     command = ["ncu", "--metrics", ",".join(METRICS.values()), "--csv", "--kernel-name", entry["kernel"],
                "--launch-count", "1", sys.executable, os.path.abspath(__file__), "launch", folder, entry["name"]]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=NCU_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return {"error": f"ncu did not finish: {type(err).__name__}: {err}"}
     rows = [r for r in csv.reader(io.StringIO(done.stdout[done.stdout.find('"ID"'):])) if r]
     values = {}
     for row in rows[1:]:
@@ -196,20 +207,29 @@ def run(folder: str, out_dir: str, with_ncu: bool = False) -> int:
         entries = json.load(handle)
     results = []
     for entry in entries:
+        if time.time() - start > BUDGET_S:
+            results.append({"name": entry["name"], "error": f"skipped: past the {BUDGET_S} s budget"})
+            _write(out_dir, start, results)
+            continue
         try:
             result = _measure(folder, entry)
         except Exception as err:  # noqa: BLE001 - one failing case must not hide the others
             result = {"name": entry["name"], "error": f"{type(err).__name__}: {str(err)[:500]}"}
         result.update(predicted=entry["predicted"], gluon_bank_conflicts=entry["gluon_bank_conflicts"])
-        if with_ncu and "error" not in result:
+        if with_ncu and "error" not in result and time.time() - start < BUDGET_S - NCU_TIMEOUT_S:
             result["ncu"] = _ncu(folder, entry)
         results.append(result)
         print(json.dumps(result), flush=True)
+        _write(out_dir, start, results)
+    print(f"done in {time.time() - start:.0f} s; {os.path.join(out_dir, 'gluon_gpu.json')}")
+    return 0
+
+
+def _write(out_dir: str, start: float, results: list) -> None:
+    """After every case, so a run stopped from outside still leaves what it measured."""
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "gluon_gpu.json"), "w") as handle:
         json.dump({"seconds": time.time() - start, "results": results}, handle, indent=1)
-    print(f"done in {time.time() - start:.0f} s; {os.path.join(out_dir, 'gluon_gpu.json')}")
-    return 0
 
 
 def launch(folder: str, name: str) -> int:
