@@ -1,8 +1,9 @@
 """CUDA-style schedules that stage tiles in shared memory: the bank-conflict model's subjects.
 
-These are S-TIR schedules with thread bindings (what TVM's CUDA codegen consumes), not the
-Triton path. `python examples/shared_memory.py` prints the model's report before and after the
-BankConflictFreeTiling pass.
+These are S-TIR schedules with thread bindings (what TVM's CUDA codegen consumes); the Gluon
+backend compiles them (`compile(mod, backend="gluon")`) with the shared layouts
+BankConflictFreeTiling decides. `python examples/shared_memory.py` prints the model's report
+before and after the pass.
 """
 
 from tvm import s_tir

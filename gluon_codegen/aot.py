@@ -32,7 +32,7 @@ class GluonAotResult:
     arch: int
     shared_bytes: int
     num_warps: int
-    shared_instructions: dict     # PTX shared-memory instruction -> count (ld.shared.v4.b32, ...)
+    shared_instructions: dict     # PTX shared-memory instruction -> count (ld.shared.v4.b32, stmatrix..., ...)
     barriers: int                 # bar.sync / barrier.sync in the PTX
     mma: int                      # wgmma instructions in the PTX
     triton: str                   # the Triton version that compiled it
@@ -104,7 +104,7 @@ def _compile_module(request: dict, arch: int) -> list[dict]:
         compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": kernel["num_warps"]})
         ptx = compiled.asm["ptx"]
         counts: dict[str, int] = {}
-        for op in re.findall(r"\b((?:ld|st)\.shared(?:\.v\d)?\.\w+)", ptx):
+        for op in re.findall(r"\b((?:ld|st)\.shared(?:\.v\d)?\.\w+|(?:ld|st)matrix[\w.]*)", ptx):
             counts[op] = counts.get(op, 0) + 1
         results.append({"kernel": kernel["name"], "shared": compiled.metadata.shared, "triton": triton.__version__,
                         "num_warps": compiled.metadata.num_warps, "shared_instructions": dict(sorted(counts.items())),

@@ -1,18 +1,22 @@
-"""BankConflictFreeTiling: pad the rows of shared-memory staging tiles so that the bank-conflict
-model (bank_conflicts.py) reports no conflicts, at the smallest shared-memory cost.
+"""BankConflictFreeTiling: choose the layout of every shared-memory staging tile so that the
+bank-conflict model (bank_conflicts.py) reports no conflicts, at the smallest cost.
 
 Why: a warp reading a column of a 32-wide fp32 tile hits one bank 32 times (32 wavefronts
-instead of 1). Padding each row by one bank word makes the column walk every bank once.
-What it rewrites: for each block that stages a buffer into `shared` scope (cache_read), it tries
-row paddings of 0, 1, 2, 4, ... elements (`storage_align` on the row axis: stride = 32 words * k
-+ pad), lowers each candidate as TVM's CUDA build would, counts wavefronts, and keeps the
-smallest padding with the fewest conflicts (none, when one exists). The chosen padding is kept
-only when proven on the layout TVM actually builds (padded_layout_problems): the staged tile's
-strides after TVM's buffer compaction give a one-to-one address map (floordiv/floormod by the
-strides recover every index, so a row stride shorter than the row is caught), and the shared
-allocation of TVM's CUDA build holds the highest address (an allocation not enlarged for the
-padding is caught). The choice, its numbers and what was proven are recorded as the block
-annotation "bank.decision".
+instead of 1). Padding each row by one bank word, or XOR-permuting 16-byte chunks of each row by
+the row number, makes the column walk every bank once.
+What it decides: for each block that stages a buffer into `shared` scope (cache_read), it counts
+the model's wavefronts over every access of the buffer under each candidate layout the backend
+can build (`layouts`) and keeps the one with the fewest conflicts (`_rank` breaks ties by memory
+and simplicity). TVM's CUDA build realizes paddings only (`storage_align`: row stride = 32 words
+* k + pad), the default; the Gluon backend also realizes XOR swizzles and the tensor-core (NVMMA)
+layout (GLUON_LAYOUTS), and issues each thread's consecutive elements as one vector, so then the
+accesses are counted that way and a padding must keep the vectors aligned. A padding is kept only
+when proven on the layout TVM actually builds (padded_layout_problems): the staged tile's strides
+after TVM's buffer compaction give a one-to-one address map (floordiv/floormod by the strides
+recover every index, so a row stride shorter than the row is caught), and the shared allocation of
+TVM's CUDA build holds the highest address (an allocation not enlarged for the padding is caught).
+The decision is a typed SharedLayoutDecision (shared_layout.py), recorded as the staging block's
+annotation "bank.decision": the Gluon backend's shared layouts are read from it.
 On the Triton path there is nothing to do: Triton allocates and swizzles shared memory itself,
 and the Tiling pass's square tiles for transposed accesses are what this path controls there.
 Assumes: a CUDA-style schedule (thread bindings, shared staging blocks); functions without
@@ -37,6 +41,7 @@ from .shared_layout import (KEY, KINDS, NVMMA, NVMMA_SWIZZLES, PADDED, SWIZZLED,
 
 GLUON_LAYOUTS = (PADDED, SWIZZLED, NVMMA)
 MAX_PADDING_OVERHEAD = 16   # a padding above 1/16 of the tile's memory ranks below an XOR swizzle
+ALIGN_KEY = "buffer_dim_align"   # where s_tir's storage_align records a padding on the block
 
 # the prefix of TVM's s_tir pipeline (tvm/s_tir/pipeline.py) that places shared buffers and
 # compacts them, applying storage_align: after it a staged buffer carries the strides TVM uses
@@ -277,6 +282,7 @@ def _proven_padding(func: tirx.PrimFunc, block: str, buf, layout: SharedLayoutDe
 
 
 def _decide(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...]) -> tirx.PrimFunc:
+    func, replaced = _without_storage_align(func, block)
     layout = choose_layout(func, block, buf, layouts, vectorize_runs=layouts == GLUON_LAYOUTS)
     current = func
     if layout.kind == PADDED:
@@ -286,7 +292,26 @@ def _decide(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...]) -> t
         else:
             layout = replace(layout, kind=UNCHANGED, pad=0, after=layout.before,
                              why=f"{buf.name}: kept unpadded: a padding of {layout.pad} element(s) was not proven ({proof})")
+    if replaced:
+        layout = replace(layout, why=f"{layout.why}; replaces the schedule's storage_align {replaced}")
     return _annotated(current, block, layout)
+
+
+def _without_storage_align(func: tirx.PrimFunc, block: str) -> tuple[tirx.PrimFunc, str | None]:
+    """The function with the schedule's own `storage_align` of the staging block removed, and what
+    it was. The pass owns the tile's layout: the model counts candidates on the row-major tile, and
+    a layout stacked on the schedule's padding would be counted on the wrong addresses."""
+    found: list = []
+
+    def strip(node: s_tir.SBlock) -> s_tir.SBlock:
+        if node.name_hint != block or ALIGN_KEY not in node.annotations:
+            return node
+        found.append(str([[int(x) for x in entry] for entry in node.annotations[ALIGN_KEY]]))
+        kept = {key: value for key, value in node.annotations.items() if key != ALIGN_KEY}
+        return replace_block(node, annotations=kept)
+
+    stripped = func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, strip)))
+    return (stripped, found[0]) if found else (func, None)
 
 
 def _annotated(func: tirx.PrimFunc, block: str, layout: SharedLayoutDecision) -> tirx.PrimFunc:

@@ -73,6 +73,17 @@ def decision_kind(layout: str) -> str:
     return "unchanged" if layout.startswith("gl.SwizzledSharedLayout(1, 1, 1") else "swizzled"
 
 
+def test_a_schedule_with_its_own_storage_align_compiles_with_the_pass_layout():
+    """The schedule pads the tile itself (storage_align); the kernel's layout is still the pass's,
+    and it computes what TVM's build of the padded schedule computes."""
+    sch = s_tir.Schedule(schedule_transpose(make_transpose(96, 64)))
+    sch.storage_align(sch.get_sblock("A_shared"), 0, axis=0, factor=32, offset=1)
+    kernel = compile(sch.mod, backend="gluon")
+    assert kernel.check_report.ok and not kernel.check_report.skipped
+    assert "gl.SwizzledSharedLayout(4, 1, 8, [1, 0]))" in kernel.source
+    assert "replaces the schedule's storage_align [[0, 0, 32, 1]]" in kernel.source
+
+
 def test_register_layouts_follow_the_thread_bindings(kernels):
     """The vectorized transpose's staging copy: 4 consecutive columns per thread (the vectorized
     loop), 8 lanes along a row then 4 rows per warp (threadIdx.x), warps down the tile (threadIdx.y)."""

@@ -2,6 +2,8 @@
 IR, its address functions, and how the pass chooses between padding, XOR swizzles and the
 tensor-core layout."""
 
+from dataclasses import replace
+
 import pytest
 import tvm
 from tvm import s_tir
@@ -122,3 +124,33 @@ def test_tensor_core_operands_get_the_nvmma_layout():
 def test_the_annotation_key_is_the_contracts():
     script = BankConflictFreeTiling()(schedule_transpose(make_transpose(64, 64))).script()
     assert f'"{KEY}": {{' in script and '"kind": "padded"' in script
+
+
+def _user_padded(offset: int):
+    sch = s_tir.Schedule(schedule_transpose(make_transpose(64, 64)))
+    sch.storage_align(sch.get_sblock("A_shared"), 0, axis=0, factor=32, offset=offset)
+    return sch.mod
+
+
+@pytest.mark.parametrize("layouts", [("padded",), GLUON_LAYOUTS], ids=["cuda", "gluon"])
+def test_the_schedules_own_storage_align_is_replaced_by_the_decision(layouts):
+    """A schedule that pads the tile itself (storage_align, offset 3): the pass decides on the
+    row-major tile as for the unpadded schedule, says what it replaced, and only its own padding
+    is left in the IR (counted on the padded addresses, the swizzle would keep 32 conflicts)."""
+    plain = _decisions(BankConflictFreeTiling(layouts)(schedule_transpose(make_transpose(64, 64))))["A_shared"]
+    fixed = BankConflictFreeTiling(layouts)(_user_padded(3))
+    decision = _decisions(fixed)["A_shared"]
+    assert decision == replace(plain, why=f"{plain.why}; replaces the schedule's storage_align [[0, 0, 32, 3]]")
+    assert decision.after.conflicts == 0
+    expected = "[[0, 0, 32, 1]]" if decision.kind == "padded" else None
+    aligns = [str([[int(x) for x in e] for e in b.annotations["buffer_dim_align"]]) for b in _blocks(fixed)
+              if "buffer_dim_align" in b.annotations]
+    assert aligns == ([expected] if expected else [])
+
+
+def _blocks(mod) -> list:
+    import tvm_ffi
+
+    found: list = []
+    tvm_ffi.structural_walk(mod["main"].body, (s_tir.SBlock, found.append))
+    return found
