@@ -42,6 +42,9 @@ class SharedAccess:
     wavefronts: int
     ideal: int
     executions: int    # requests per warp: product of the enclosing serial loops' trip counts
+    elements: tuple[int, ...] = ()   # per lane: the flat element index (first element of a vector)
+    vector: int = 1                  # elements per lane (a Ramp's lanes)
+    run: int = 1                     # consecutive elements one thread reaches over its own loops
 
     @property
     def conflicts(self) -> int:
@@ -152,27 +155,61 @@ class _KernelWalker:
         return values
 
     def _record(self, buf, indices, kind: str) -> None:
+        """One request per warp for a scalar or contiguous vector index; a strided vector (a column
+        of a tile) is as many scalar requests as it has lanes, as the CUDA code TVM emits does."""
         index = indices[-1]
-        elem = element_bytes(buf.dtype)
-        lanes = int(index.lanes) if isinstance(index, tirx.Ramp) else 1
-        threads = 1
-        for _, extent in self.threads.values():
-            threads *= extent
-        analyzer = sym.Analyzer()
-        addresses = []
-        for lane in range(min(WARP, threads)):
-            values = self._lane_values(lane)
-            first = self._expand(index.base if isinstance(index, tirx.Ramp) else index)
-            bound = tvm_ffi.structural_map(first, (tirx.Var, lambda v: tirx.const(values[v.__chandle__()], v.ty.dtype) if v.__chandle__() in values else v))
-            value = analyzer.simplify(bound)
-            if not isinstance(value, tirx.IntImm):
-                return  # not evaluable per lane (data-dependent): no report
-            addresses.append(int(value.value) * elem)
-        wavefronts, ideal = count_wavefronts(addresses, elem * lanes)
+        ramp = isinstance(index, tirx.Ramp)
+        stride = self._lane_value(index.stride, {}) if ramp else 1
+        lanes = int(index.lanes) if ramp else 1
+        elements = self._lane_elements(index.base if ramp else index)
+        if elements is None or stride is None:
+            return  # not evaluable per lane (data-dependent): no report
         executions = 1
         for _, _, trips in self.loops:
             executions *= trips
-        self.accesses.append(SharedAccess(self.name, buf.name, kind, str(index), elem * lanes, wavefronts, ideal, executions))
+        parts = [(elements, lanes)] if stride == 1 else [(tuple(e + k * stride for e in elements), 1) for k in range(lanes)]
+        elem = element_bytes(buf.dtype)
+        run = self._run(index.base if ramp else index, lanes if stride == 1 else 1)
+        for part, vector in parts:
+            wavefronts, ideal = count_wavefronts([e * elem for e in part], elem * vector)
+            self.accesses.append(SharedAccess(self.name, buf.name, kind, str(index), elem * vector, wavefronts, ideal,
+                                              executions, part, vector, run))
+
+    def _run(self, expr, run: int) -> int:
+        """Consecutive elements the first thread reaches: its vector, grown by every loop of its own
+        whose step continues the run (a serial loop over a row, as a register layout holds it)."""
+        base = self._lane_values(0)
+        first = self._lane_value(expr, base)
+        steps = []
+        for var, start, trips in self.loops:
+            moved = self._lane_value(expr, {**base, var.__chandle__(): start + 1}) if trips > 1 else None
+            if first is not None and moved is not None:
+                steps.append((moved - first, trips))
+        grown = True
+        while grown:
+            grown = False
+            for step, trips in steps:
+                if step == run and trips & (trips - 1) == 0:
+                    run, grown = run * trips, True
+        return run
+
+    def _lane_elements(self, expr) -> tuple[int, ...] | None:
+        threads = 1
+        for _, extent in self.threads.values():
+            threads *= extent
+        elements = []
+        for lane in range(min(WARP, threads)):
+            value = self._lane_value(expr, self._lane_values(lane))
+            if value is None:
+                return None
+            elements.append(value)
+        return tuple(elements)
+
+    def _lane_value(self, expr, values: dict) -> int | None:
+        bound = tvm_ffi.structural_map(self._expand(expr), (tirx.Var, lambda v: tirx.const(values[v.__chandle__()], v.ty.dtype)
+                                                            if v.__chandle__() in values else v))
+        value = sym.Analyzer().simplify(bound)
+        return int(value.value) if isinstance(value, tirx.IntImm) else None
 
 
 def analyze_kernel(kernel: tirx.PrimFunc) -> list[SharedAccess]:
@@ -194,3 +231,30 @@ def format_report(accesses: list[SharedAccess]) -> str:
     if not accesses:
         return "no shared-memory accesses (nothing is staged in shared memory)"
     return "\n".join(str(a) for a in accesses)
+
+
+def tile_index(element: int, tile: tuple[int, ...]) -> tuple[int, ...]:
+    """The index of a row-major tile's flat element."""
+    index = []
+    for extent in reversed(tile):
+        element, i = divmod(element, extent)
+        index.append(i)
+    return tuple(reversed(index))
+
+
+def wavefronts_under(access: SharedAccess, layout) -> tuple[int, int]:
+    """(wavefronts, ideal) of an access recorded on the row-major tile, with the tile laid out as
+    `layout` (a tir_passes.shared_layout.SharedLayoutDecision) says."""
+    elem = access.bytes_per_lane // access.vector
+    addresses = [layout.address(tile_index(element, layout.tile)) * elem for element in access.elements]
+    return count_wavefronts(addresses, access.bytes_per_lane)
+
+
+def tensor_core_reads(buffer: str, tile: tuple[int, ...], element_bytes: int) -> SharedAccess:
+    """The request a warp makes to read a tensor-core operand fragment (ldmatrix.x4: each lane gives
+    one 16-byte row of an 8x8 matrix; lanes 0-15 rows 0-15 of the first 16-byte column chunk, lanes
+    16-31 the same rows of the next chunk), as a recorded access of the row-major tile."""
+    chunk = 16 // element_bytes
+    elements = tuple((lane % 16) * tile[-1] + (lane // 16) * chunk for lane in range(WARP))
+    wavefronts, ideal = count_wavefronts([e * element_bytes for e in elements], 16)
+    return SharedAccess("tensor core", buffer, "load", "ldmatrix.x4", 16, wavefronts, ideal, 1, elements, chunk)

@@ -130,13 +130,23 @@ def structural_hash_hex(func) -> str:
 
 def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | None = None, verify: bool = True,
             gpu: str = "H200", passes=None, disable=(), allow_tf32: bool = False,
-            debug: bool = False) -> TritonKernel:  # noqa: A001
+            debug: bool = False, backend: str = "triton") -> TritonKernel:  # noqa: A001
     """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) to a Triton module.
+
+    backend="gluon": a thread-bound schedule with shared staging (examples/shared_memory.py) to a
+    Gluon module whose shared layouts are BankConflictFreeTiling's (gluon_codegen; GPU only).
 
     debug: an index read from memory that is out of range fails a device assertion naming the
     access and its TVMScript line (also where a `T.assume` claimed it in range), instead of
     reading zero or dropping the store. Triton's interpreter ignores device assertions: this
     acts on a GPU."""
+    if backend == "gluon":
+        from gluon_codegen import compile_gluon
+
+        return compile_gluon(func_or_module, func_name=func_name, dump_dir=dump_dir, verify=verify, passes=passes,
+                             disable=disable)
+    if backend != "triton":
+        raise FrontendError(f"unknown backend {backend!r}: choose triton or gluon")
     mod = as_module(func_or_module, func_name)
     name = str(mod["main"].attrs["global_symbol"])
     # before the pipeline's checks build anything with TVM: the input's structure, then what the
