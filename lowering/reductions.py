@@ -32,13 +32,13 @@ from tvm import s_tir, tirx
 from tir_passes.errors import UnsupportedConstructError
 from tir_passes.nest import contraction_operands, operands_dtype
 from tir_passes.online_contract import online_shift
-from tir_passes.tile_contract import ContractError, dot_mark
+from tir_passes.tile_contract import TILE, ContractError, dot_mark
 
 from . import selections
 from .exprs import accumulator_dtype, cast, identity, lower_expr
 from .fold_order import fold_order_problem
 from .reduction_forms import Combiner, reduction_form
-from .tile_ir import Assign, Binary, Cast, Const, Dot, Expr, HeldInRegisters, Load, Reduce, Where
+from .tile_ir import Arange, Assign, Binary, Cast, Const, Dot, Expr, HeldInRegisters, Load, Reduce, Where
 
 
 def combine(kind: str, acc: Expr, value: Expr, dims) -> Expr:
@@ -131,6 +131,9 @@ class ReductionState:
 
     def _finish(self, lowering, reduction: BlockReduction) -> None:
         with lowering.block_context(reduction.realize):
+            # conditions on the reduction's loops guarded each step's term; the result is stored once
+            lowering.conditions = [c for c in lowering.conditions
+                                   if not _on_reduction_loops(lowering, reduction.realize, c)]
             for acc in reduction.accumulators:
                 lowering.store(acc.store, acc.reg)
             for state in reduction.selections:
@@ -184,6 +187,15 @@ def _walks_reduction(realize, var) -> bool:
     return any(v.same_as(var) for v in _binding_vars(realize, True))
 
 
+def _on_reduction_loops(lowering, realize, condition) -> bool:
+    """The condition (a tail or the block's predicate) varies with a loop that walks the
+    block's reduction: it decides which terms are folded, not whether the result is stored."""
+    loops = {loop.loop_var.__chandle__() for loop in _reduction_loops(lowering, realize)}
+    found: list = []
+    tvm_ffi.structural_walk(condition.tir, (tirx.Var, found.append))
+    return any(var.__chandle__() in loops for var in found)
+
+
 def _walks_spatial(realize, var) -> bool:
     return any(v.same_as(var) for v in _binding_vars(realize, False))
 
@@ -200,17 +212,31 @@ def _carried(lowering, acc: Accumulator) -> Expr:
 
 
 def _as_reduce(lowering, acc: Accumulator, rhs: Expr) -> Expr:
-    guard = [c.tile for c in lowering.conditions if not set(c.dims) <= set(acc.dims)]
+    guard = [c.tile for c in lowering.conditions
+             if not set(c.dims) <= set(acc.dims) or _on_reduction_loops(lowering, acc.realize, c)]
     value = cast(rhs, acc.dtype)
     if guard:
         mask = guard[0]
         for extra in guard[1:]:
             mask = Binary("and", mask, extra, "bool", lowering.merge_dims(mask.dims, extra.dims))
         value = Where(mask, value, identity(acc.kind, acc.dtype), acc.dtype, lowering.merge_dims(mask.dims, value.dims))
+    value = _spread_over_reduction_tiles(lowering, acc, value)
     axes = tuple(d for d in value.dims if d not in acc.dims)
     if axes:
         value = Reduce(acc.kind, value, axes, acc.dtype, tuple(d for d in value.dims if d not in axes))
     return combine(acc.kind, _carried(lowering, acc), value, lowering.merge_dims(acc.dims, value.dims))
+
+
+def _spread_over_reduction_tiles(lowering, acc: Accumulator, value: Expr) -> Expr:
+    """`value` laid along every tile axis that walks the block's reduction: a term that does not
+    vary along one (`X[i] += A[i]` over i, k) is still added once per element of it, not once."""
+    missing = [plan.name for plan in lowering.scope.plans.values()
+               if plan.kind == TILE and _walks_reduction(acc.realize, plan.loop.loop_var)
+               and plan.name not in value.dims and plan.name not in acc.dims]
+    for dim in missing:
+        lanes = Binary(">=", Arange(dim, lowering.scope.dim(dim).block), Const(0, "int32"), "bool", (dim,))
+        value = Where(lanes, value, identity(acc.kind, acc.dtype), acc.dtype, lowering.merge_dims(value.dims, (dim,)))
+    return value
 
 
 def _load_mask(expr: Expr) -> tuple | None:

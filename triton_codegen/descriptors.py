@@ -14,6 +14,8 @@ how it is made is decided here, once. An access goes through a descriptor when:
   buffer axis is a tile axis (TMA copies rows of adjacent elements; the launcher checks that
   stride is 1);
 - its buffer is not bool (no TMA element type) and has at most 5 axes (TMA's limit);
+- its rows provably start at a multiple of 16 bytes (`X[.., j + 1]` does not: on the H200 such a
+  copy is an illegal instruction), for every access that would share its descriptor;
 - a store's mask says only "inside the buffer" (a load applies any other conjunct to the loaded
   tile with tl.where);
 - the kernel does not both read and write the buffer: a TMA store is asynchronous and TMA loads
@@ -31,10 +33,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from lowering.tile_ir import Load, Store, TileAccess, TileKernel
-from tir_passes.nest import python_name
+from lowering.tile_ir import Binary, Const, Load, Scalar, Store, TileAccess, TileKernel
+from tir_passes.nest import element_bytes, python_name
 
 MAX_RANK = 5           # TMA describes tensors of at most 5 dimensions
+TMA_ALIGNMENT = 16     # bytes: strides, base addresses and (measured) the rows' start along the last axis
 NO_TMA_DTYPES = ("bool",)
 VARIANT_SUFFIX = "_tma"
 
@@ -74,11 +77,15 @@ def plan_descriptors(kernel: TileKernel) -> DescriptorPlan | None:
     read_and_written = loaded & {a.buffer for a in accesses if isinstance(a, Store)}
     blocks = {dim.name: dim.block for dim in kernel.dims}
     wanted: list[tuple[str, tuple[str | None, ...]]] = []
+    unaligned = set()   # a descriptor serves every access with its buffer and blocks: all must be aligned
     for access in accesses:
         if _takes_a_descriptor(access, dtypes, read_and_written):
             key = (access.buffer, _block_names(access.tile, blocks))
             if key not in wanted:
                 wanted.append(key)
+            if not _row_start_aligned(access.tile, blocks, element_bytes(dtypes[access.buffer])):
+                unaligned.add(key)
+    wanted = [key for key in wanted if key not in unaligned]
     if not wanted:
         return None
     return DescriptorPlan(kernel.name, tuple(Descriptor(_param_name(buffer, wanted[:index]), buffer, names)
@@ -92,6 +99,28 @@ def _takes_a_descriptor(access: Load | Store, dtypes: dict[str, str], read_and_w
     if dtypes[access.buffer] in NO_TMA_DTYPES or len(tile.axes) > MAX_RANK or access.buffer in read_and_written:
         return False
     return isinstance(access, Load) or not tile.residual
+
+
+def _row_start_aligned(tile: TileAccess, blocks: dict[str, str], size: int) -> bool:
+    """The tile's rows start at a multiple of 16 bytes along the buffer's last axis: a TMA copy
+    whose inner coordinate is not one is an illegal instruction on the H200 (measured 2026-11-30:
+    fp32 rows started 4 or 8 bytes in fault, 16 bytes in run). Proven from the origin's form: a sum
+    of multiples of the inner axis's BLOCK (whose rows the launcher checks are 16 bytes or more,
+    and which is a power of two) and of constants that are multiples of 16 bytes."""
+    inner_block = blocks[tile.axes[-1]]
+    return _multiple_of_16_bytes(tile.origin[-1], inner_block, size)
+
+
+def _multiple_of_16_bytes(expr, inner_block: str, size: int) -> bool:
+    if isinstance(expr, Const):
+        return int(expr.value) * size % TMA_ALIGNMENT == 0
+    if isinstance(expr, Scalar):
+        return expr.name == inner_block
+    if isinstance(expr, Binary) and expr.op in ("+", "-"):
+        return _multiple_of_16_bytes(expr.a, inner_block, size) and _multiple_of_16_bytes(expr.b, inner_block, size)
+    if isinstance(expr, Binary) and expr.op == "*":
+        return _multiple_of_16_bytes(expr.a, inner_block, size) or _multiple_of_16_bytes(expr.b, inner_block, size)
+    return False
 
 
 def _block_names(tile: TileAccess, blocks: dict[str, str]) -> tuple[str | None, ...]:

@@ -25,7 +25,8 @@ ATTENTION = {
 def test_attention_is_one_kernel_with_two_dots(name):
     kernel = compile_and_check(ATTENTION[name]())
     assert len(kernel.program.kernels) == 1
-    assert kernel.source.count("tl.dot(") == 2
+    [pointer_kernel] = [k for k in kernel.source.split("@triton.jit")[1:] if k.lstrip().startswith("def attention_kernel0(")]
+    assert pointer_kernel.count("tl.dot(") == 2   # the _tma variant (sm_90) has the same two
     decisions = root_block(kernel.tir["main"]).annotations[DECISIONS_KEY]
     assert any("online with" in str(d) for d in decisions)
 
