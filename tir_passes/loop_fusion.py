@@ -164,6 +164,11 @@ def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates) -> tuple[str |
     if not read or set().union(*nests) == {_nest_index(sch, producer.name_hint)}:
         return None, 0, ""
     consumer = read[0][1][0]
+    predicate = _realize_of(sch, producer.name_hint).predicate
+    if not (isinstance(predicate, tirx.IntImm) and predicate.value == 1):
+        # compute_at re-derives the producer's loops from the region the consumer reads and drops
+        # a predicate that restricts more than that (fuzzer: tests/fuzz/found/reduction_predicate_fusion.py)
+        return consumer, 0, f"{producer.name_hint} has the predicate `{predicate}`, which compute_at would drop"
     apart = _read_apart(read, nests)
     if apart:
         return consumer, 0, apart

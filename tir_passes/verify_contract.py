@@ -6,9 +6,10 @@ check can. After every pass (a no-op before Tiling), for every kernel it verifie
 - every decision parses (roles, power-of-two sizes, names);
 - program-id loops are the kernel's outermost loops, and neither they nor tile loops carry a
   dependence (dependence.py); serial loops that carry one name the buffers (the program syncs);
-- a split tile loop runs `size` iterations, its outer loop ceil(extent / size), and the tail
-  predicate of every block under it is exactly `outer * size + inner < extent`; a whole tile
-  covers its loop, whose extent is the tile's extent;
+- a split tile loop runs `size` iterations, its outer loop ceil(extent / size), and every
+  predicate conjunct of a block under it that bounds `outer * size + inner` implies
+  `outer * size + inner < extent` (the tail, or a stricter condition of the user's, which the
+  kernel masks with as well); a whole tile covers its loop, whose extent is the tile's extent;
 - loops that name one axis are whole tiles of one block size and extent, never nested;
 - a tl.dot mark names tile axes (m, n, k) that are the block's M, N and K loops, each at least
   tl.dot's minimum, on a block that is a contraction;
@@ -146,9 +147,9 @@ def _tile_problems(analyzer: sym.Analyzer, loop: tirx.For, tile: LoopTile, enclo
 
 
 def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, outer) -> list[str]:
-    """The block's predicate bounds the split axis exactly where the tile's extent says: its tail
-    conjunct, `outer * size + inner < E`, has E the tile's extent (other conjuncts are the
-    program's own conditions, which the kernel masks with like any predicate)."""
+    """The block's predicate never lets the split axis run past the tile's extent: each conjunct
+    `outer * size + inner < E` implies `< extent` (the kernel masks at the extent and with every
+    conjunct, so a stricter one, a user's `j < 2`, is masked too)."""
     tails = [c for c in conjuncts(realize.predicate)
              if isinstance(c, tirx.LT) and analyzer.can_prove_equal(c.a, position)]
     inside = position < tile.extent
@@ -159,12 +160,10 @@ def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, oute
                 "leaves part of the last tile out"]
     for tail in tails:
         with analyzer.constraint_scope(tail):
-            forward = analyzer.can_prove(inside, PROOF)
-        with analyzer.constraint_scope(inside):
-            backward = analyzer.can_prove(tail, PROOF)
-        if not (forward and backward):
-            return [f"{name}: block {realize.block.name_hint}'s predicate `{tail}` is not "
-                    f"`{position} < {tile.extent}` (the extent the kernel masks at)"]
+            within = analyzer.can_prove(inside, PROOF)
+        if not within:   # a stricter conjunct (the user's `j < 2`) is a condition the kernel masks with too
+            return [f"{name}: block {realize.block.name_hint}'s predicate `{tail}` lets iterations past "
+                    f"`{position} < {tile.extent}` run (the extent the kernel masks at)"]
     return []
 
 

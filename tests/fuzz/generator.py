@@ -224,7 +224,7 @@ class ProgramBuilder:
         sometimes in another order (`permute`), one axis is sometimes split by hand with a
         `T.where` tail (`split`; None lets the generator decide), or its loop starts above 0.
         `partial`: the block writes only output parameters, so a `T.where` on one of its spatial
-        loops may leave some of their elements as they were. (Not on reduction loops yet: see
+        loops may leave some of their elements as they were. (Not on reduction loops: they found the bug fixed in
         found/reduction_predicate_fusion.py.)"""
         rng = self.rng
         order = list(range(len(axes)))

@@ -75,13 +75,22 @@ def cancelling(A: T.Buffer((7,), "float32"), B: T.Buffer((7,), "float32")):
     assert ill_conditioned(plain, load_program(str(tmp_path / "plain.py")), str(tmp_path)) is None
 
 
-def test_a_failure_writes_a_reproducer_that_fails_the_same_way(tmp_path):
+def test_a_failure_writes_a_reproducer_that_replays_the_program(tmp_path, monkeypatch):
+    """An internal error (here a compiler fault injected in this process) is classified, and the
+    reproducer replays the same program with the same options: it fails while the bug is there and
+    is silent once fixed (the subprocess runs the real compiler, which compiles FAILING now)."""
+    import triton_codegen
+
+    def broken_compile(func, **options):
+        raise IndexError("tuple index out of range (an injected compiler fault)")
+
+    monkeypatch.setattr(triton_codegen, "compile", broken_compile)
     outcome = run_program(FAILING, str(tmp_path / "work"), verify=False, out_dir=str(tmp_path))
-    assert outcome.kind == "internal" and "mask has unsupported dtype" in outcome.detail
+    assert outcome.kind == "internal" and "injected compiler fault" in outcome.detail
     assert "verify=False" in (tmp_path / "seed_0_internal" / "reproduce.py").read_text()
     done = subprocess.run([sys.executable, os.path.join(outcome.reproducer, "reproduce.py")], capture_output=True,
                           text=True, cwd=ROOT, check=False, env={**os.environ, "PYTHONPATH": ROOT})
-    assert done.returncode != 0 and "mask has unsupported dtype" in done.stderr
+    assert done.returncode == 0 and "matches TVM's llvm build" in done.stdout, done.stderr
 
 
 def test_the_time_limit_counts_cpu_time_so_load_elsewhere_does_not_change_an_outcome():

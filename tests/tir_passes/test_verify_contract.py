@@ -103,7 +103,7 @@ def test_untiled_module_passes():
 MUTANTS = [
     # (name, module edit, text of the problem)
     ("extent smaller than the predicate", lambda m: _edit_loop(m, "j_1", LOOP_KEY, lambda t: {**t, "extent": 90}),
-     "is not `j_0 * 128 + j_1 < 90`"),
+     "lets iterations past `j_0 * 128 + j_1 < 90` run"),
     ("extent larger than the loops cover", lambda m: _edit_loop(m, "i_1", LOOP_KEY, lambda t: {**t, "extent": 200}),
      "not ceil(200 / 16)"),
     ("block size that is not the loop's", lambda m: _edit_loop(m, "j_1", LOOP_KEY, lambda t: {**t, "size": 64}),

@@ -11,11 +11,11 @@ unsupported dtype')`, and the ahead-of-time compile fails MLIR's verifier ("'tt.
 #1 must be 1-bit signless integer ..., but got 'i32'"), which also knocks the compile worker
 out of step (aot_worker_stdout in test_found.py). The same root cause as
 constant_condition_wrong_branch.py.
+
+Fixed (2026-11-30): this file is a regression test now.
 """
 from tvm.script import tirx as T
 
-XFAIL = "constant-folded guard emitted as a Python int mask (~(0 == 0))"
-SIGNATURE = r"^internal: InterpreterError: ValueError\('mask has unsupported dtype'\).*kernel line: .*mask=\(*~?\(-?\d+ [=!<>]=? -?\d+\)"
 
 
 @T.prim_func(s_tir=True)

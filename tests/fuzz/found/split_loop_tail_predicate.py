@@ -14,11 +14,11 @@ is not `i1_0 * 8 + i1_1 < 5`").
 With verify=False the kernel is correct (also for seeds 5008 and 5040): Tiling tiles both halves
 of the split, and the contract check expects each tile loop's own tail predicate, where the block
 carries the user's predicate over the recombined index (or a predicate of its own). A valid program is refused under the default verify=True.
+
+Fixed (2026-11-30): this file is a regression test now.
 """
 from tvm.script import tirx as T
 
-XFAIL = "contract check rejects Tiling's tiles of a user-split loop with T.where (kernel is correct)"
-SIGNATURE = r"^verification: .*'contract' failed after pass Tiling.*predicate .* is not .*\(the extent the kernel masks at\)"
 
 
 @T.prim_func(s_tir=True)
