@@ -9,13 +9,17 @@ Two rewrites, both with TVM's schedule (so TVM checks the dependences):
      element of the shared axes it is computing (row `vi` of a row reduction; `(vi, vj)` of a
      matmul result in its epilogue), for every intermediate it reads. Each shared-axis iteration
      then computes the rows it needs once, and the intermediates stay in registers (the lowering
-     checks this again).
+     checks this again). A producer whose nest holds several blocks (an online softmax's max and
+     sums, OnlineSoftmax) stays whole: its one-block consumer moves under it instead
+     (reverse_compute_at); a producer may move under the reduction loop of an online nest's
+     block, computing one element of the row per iteration (flash attention's scores).
 
 Every decision, taken or refused, is recorded with its reason and the global-memory bytes it
 saves (the intermediate's write and read), as the root block's "fusion.decisions" annotation.
 Refused: a consumer reading a neighbour (`X[vi + 1]`) or a whole other axis of the producer's
-output, an intermediate also read by a third nest, a fused row too large for registers, and
-anything TVM's schedule rejects (its message is the reason).
+output, an intermediate also read by a third nest, a fused row too large for registers, a
+producer with a block predicate (compute_at would drop it), and anything TVM's schedule rejects
+(its message is the reason).
 Assumes: HoistAllocations ran (intermediates are root allocations).
 """
 
