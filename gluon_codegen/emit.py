@@ -17,7 +17,7 @@ from lowering.accesses import pointer_name, stride_name
 from lowering.tile_ir import Binary, Cast, Const, Reg, Scalar, Unary, Where
 from tir_passes.errors import UnsupportedConstructError
 from triton_codegen.emit_kernel import format_float
-from triton_codegen.emit_module import VERSION, runtime_support_text
+from triton_codegen.emit_module import VERSION, runtime_support_text, tensor_arguments
 from triton_codegen.source import Source
 
 from .ir import (Box, Compute, Contract, GlobalLoad, GluonKernelIR, GluonProgram, InitAccumulator, Loop, SharedLoad,
@@ -202,15 +202,8 @@ def _launch_function(kernel: GluonKernelIR, program: GluonProgram, src: Source) 
     shapes = {p.name: p.shape for p in program.params}
     grid = [extent for _, extent in kernel.grid] + [1] * (3 - len(kernel.grid))
     with src.block(f"def _launch_{kernel.name}(t):"):
-        args = []
-        for buffer in kernel.buffers:
-            args.append(f't["{buffer}"]')
-            args += [f't["{buffer}"].stride({axis})' for axis in range(len(shapes[buffer]))]
-        src.line(f"return {kernel.name}[({', '.join(map(str, grid))})](")
-        for arg in args:
-            src.line(f"    {arg},")
-        src.line(f"    num_warps={kernel.num_warps},")
-        src.line(")")
+        args = tensor_arguments((buffer, len(shapes[buffer])) for buffer in kernel.buffers)
+        src.call(f"return {kernel.name}[({', '.join(map(str, grid))})](", args + [f"num_warps={kernel.num_warps}"])
 
 
 def _header(program: GluonProgram) -> str:

@@ -100,29 +100,28 @@ def _launch_function(kernel: TileKernel, plan: DescriptorPlan | None, src: Sourc
         with src.block("if programs <= 0:"):
             src.line("return  # an empty iteration space (a zero-size dimension): nothing to compute")
         src.line(f'check_grid("{kernel.name}", programs)')
-        args = []
-        for buf in kernel.buffers:
-            args.append(f't["{buf.name}"]')
-            args += [f't["{buf.name}"].stride({axis})' for axis in range(buf.ndim)]
+        args = tensor_arguments((buf.name, buf.ndim) for buf in kernel.buffers)
         args += [f's["{scalar.name}"]' for scalar in kernel.scalars]
         options = [f'{block}=config["{block}"]' for block in kernel.block_sizes]
         if kernel.group_m:
             options.append(f'GROUP_M=config.get("GROUP_M", {kernel.group_m})')
         options += ['num_warps=config["num_warps"]', 'num_stages=config["num_stages"]']
         if plan is None:
-            _call(src, f"return wrap({kernel.name})[(programs,)](", args + options)
+            src.call(f"return wrap({kernel.name})[(programs,)](", args + options)
             return
-        _call(src, "args = (", args)
-        _call(src, "options = dict(", options)
+        src.call("args = (", args)
+        src.call("options = dict(", options)
         src.line(f'return launch_variant("{kernel.name}", {kernel.name}, {plan.variant}, DESCRIPTORS["{kernel.name}"], '
                  "t, config, (programs,), args, options, wrap)")
 
 
-def _call(src: Source, opening: str, arguments: list[str]) -> None:
-    src.line(opening)
-    for argument in arguments:
-        src.line(f"    {argument},")
-    src.line(")")
+def tensor_arguments(buffers) -> list[str]:
+    """A launch's arguments for (name, ndim) buffers of the tensors `t`: each tensor, then its strides."""
+    args = []
+    for name, ndim in buffers:
+        args.append(f't["{name}"]')
+        args += [f't["{name}"].stride({axis})' for axis in range(ndim)]
+    return args
 
 
 def _descriptors_literal(plans: dict[str, DescriptorPlan]) -> str:

@@ -30,5 +30,12 @@ class Source:
                 self.line("pass")
             self._depth -= 1
 
+    def call(self, opening: str, arguments: list[str]) -> None:
+        """`opening` (ending in `(`), one argument per line, then `)`."""
+        self.line(opening)
+        for argument in arguments:
+            self.line(f"    {argument},")
+        self.line(")")
+
     def text(self) -> str:
         return "\n".join(self._lines) + "\n"
