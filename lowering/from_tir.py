@@ -28,7 +28,7 @@ from . import reductions
 from .accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
 from .exprs import cast, check_dtype, fold_binary, lower_expr
 from .hoist_loads import hoist_invariant_loads
-from .kernel_scope import KernelScope, build_scope
+from .kernel_scope import KernelScope, build_scope, window_names
 from .param_reads import with_reads
 from .scans import ScanState
 from .param_shapes import shape_entry
@@ -205,8 +205,12 @@ class KernelLowering:
             raise ContractError(f"loop {loop.loop_var.name}", "a grid loop must be among the kernel's outermost loops")
         opened = self.reductions.open_for_loop(self, loop)
         carries = self.scans.open_for_loop(self, loop)
-        start = Const(0, "int32") if plan.partner_of else self.lower_scalar(loop.min)
+        start = (plan.first or Const(0, "int32")) if plan.partner_of else self.lower_scalar(loop.min)
         stop = plan.count if plan.partner_of else fold_binary("+", start, plan.count, "int32", ())
+        if plan.first is not None:   # a windowed walk: its bounds named, as the TileWindow says them
+            first, last = window_names(plan.name)
+            start = start if isinstance(start, Const) else self._named_bound(first, start)
+            stop = self._named_bound(last, stop)
         self.emitted.append([])
         self.lower_stmt(loop.body)
         if plan.carries:  # the next iteration reads what this one stored
@@ -216,6 +220,10 @@ class KernelLowering:
         self.reductions.close(self, opened)
         self.scans.close(carries)
         self._sync_if_pending()
+
+    def _named_bound(self, name: str, value) -> Scalar:
+        self.emit(Assign(name, value, "int32", ()))
+        return Scalar(name, "int32")
 
     def _sync_if_pending(self) -> None:
         if self.pending_sync:

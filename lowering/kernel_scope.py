@@ -19,7 +19,8 @@ import tvm
 from tvm import sym, tirx
 
 from tir_passes.nest import loop_sites, python_name, unique_name
-from tir_passes.tile_contract import GRID, TILE, ContractError, LoopTile, loop_tile
+from tir_passes.tile_contract import GRID, TILE, ContractError, LoopTile, TileWindow, loop_tile
+from tir_passes.tile_window import Arithmetic, window_range
 
 from .exprs import fold_binary
 from .tile_ir import Arange, Binary, Cast, Const, Expr, GridAxis, Scalar, TileDim
@@ -34,7 +35,8 @@ class LoopPlan:
     name: str                 # Python name of its index (grid/serial) or of its tile axis
     substitute: Expr          # what the TIR loop variable becomes
     partner_of: str | None = None   # for a split's outer loop: the tile axis it steps
-    count: Expr | None = None       # grid/serial trip count
+    count: Expr | None = None       # grid/serial trip count (a windowed walk: the tile it stops before)
+    first: Expr | None = None       # a windowed walk's first tile (tile_window.py), else 0
     carries: tuple[str, ...] = ()   # serial: buffers whose dependence it carries (sync after each iteration)
 
 
@@ -127,7 +129,11 @@ def _plan_loop(scope: KernelScope, loop: tirx.For, tiles, partners, lower_scalar
     if inner is not None:
         inner_tile = tiles[_key(inner.loop_var)]
         count = Binary("cdiv", lower_scalar(inner_tile.extent), Scalar(inner_tile.block, "int32"), "int32", ())
-        plan = LoopPlan(loop, kind, name, Const(0, "int32"), partner_of=inner_tile.axis, count=count, carries=carries)
+        first = None
+        if tile is not None and tile.window is not None:
+            first, count = _window_bounds(scope, loop, tile.window, inner_tile, count, name)
+        plan = LoopPlan(loop, kind, name, Const(0, "int32"), partner_of=inner_tile.axis, count=count, carries=carries,
+                        first=first)
     else:
         start = lower_scalar(loop.min)
         index = Scalar(name, "int32")
@@ -136,6 +142,39 @@ def _plan_loop(scope: KernelScope, loop: tirx.For, tiles, partners, lower_scalar
     scope.plans[key] = plan
     if kind == GRID:
         scope.grid.append(GridAxis(name, plan.count))
+
+
+def _add(a: Expr, b: Expr) -> Expr:
+    if isinstance(b, Const) and b.value < 0:   # `x - 40`, not `x + -40`
+        return fold_binary("-", a, Const(-b.value, "int32"), "int32", ())
+    return fold_binary("+", a, b, "int32", ())
+
+
+_TILE_ARITHMETIC = Arithmetic(
+    const=lambda v: Const(v, "int32"), add=_add,
+    mul=lambda a, b: fold_binary("*", a, b, "int32", ()), floordiv=lambda a, b: fold_binary("//", a, b, "int32", ()),
+    cdiv=lambda a, b: Binary("cdiv", a, b, "int32", ()), min=lambda a, b: Binary("min", a, b, "int32", ()),
+    max=lambda a, b: Binary("max", a, b, "int32", ()))
+
+
+def window_names(loop_name: str) -> tuple[str, str]:
+    """The names a windowed walk's first and stop tile get in the kernel."""
+    return f"{loop_name}_first", f"{loop_name}_stop"
+
+
+def _window_bounds(scope: KernelScope, loop: tirx.For, window: TileWindow, inner_tile: LoopTile, tiles: Expr,
+                   loop_name: str):
+    """(first, stop) tile of a windowed walk, in the kernel's BLOCK constexprs (tile_window.py);
+    the stop reads the first by its name (window_names)."""
+    rows = scope.dim(window.rows)
+    rows_outer = next((p for p in scope.plans.values() if p.partner_of == window.rows and p.kind == GRID), None)
+    if rows is None or rows_outer is None:
+        raise ContractError(f"loop {loop.loop_var.name}", f"its tile window names rows {window.rows}, which is not a "
+                            "tile axis split over program ids around it")
+    first_name = window_names(loop_name)[0]
+    return window_range(window, Scalar(rows_outer.name, "int32"), Scalar(rows.block, "int32"),
+                        Scalar(inner_tile.block, "int32"), tiles, _TILE_ARITHMETIC,
+                        name_start=lambda start: Scalar(first_name, "int32"))
 
 
 def _shared_axis(scope: KernelScope, loop: tirx.For, tile: LoopTile, lower_scalar) -> TileDim:

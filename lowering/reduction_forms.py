@@ -39,7 +39,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.errors import UnsupportedConstructError
-from tir_passes.nest import is_self_load
+from tir_passes.nest import is_self_load, rescaled_old
 from tir_passes.online_contract import online_rescale, online_shift
 
 from .fold_order import old_versus_new
@@ -78,6 +78,7 @@ class Combiner:
     kind: str     # sum, max, min; previous (an online max's value before the element)
     rhs: object   # the element's contribution; for previous, the old value of the maximum it follows
     scale: object = None   # an online sum's rescale factor F: `Y = Y * F + rhs`
+    reset: object = None   # ... or `Y = if_then_else(reset, 0, Y * F) + rhs` (OnlineSoftmax's -inf reset)
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,8 @@ def _combiner(update: Update, outputs) -> Combiner | None:
 
 def _online_combiner(block: s_tir.SBlock, update: Update, updates: list[Update], outputs) -> Combiner | None:
     """The forms only an OnlineSoftmax mark allows (online_contract.py): the max block's copy of
-    the maximum before the element, and a sum rescaled by a factor `Y = Y * F + t`."""
+    the maximum before the element, and a sum rescaled by a factor `Y = Y * F + t`, or restarted
+    where the maximum was -inf: `Y = if_then_else(reset, 0, Y * F) + t`."""
     shift, rescale = online_shift(block), online_rescale(block)
     if shift is not None and update.name == shift.previous:
         followed = next((u for u in updates if u.name == shift.shift), None)
@@ -256,11 +258,10 @@ def _online_combiner(block: s_tir.SBlock, update: Update, updates: list[Update],
     value = update.value
     if rescale is not None and isinstance(value, tirx.Add):
         for scaled, rhs in ((value.a, value.b), (value.b, value.a)):
-            if not isinstance(scaled, tirx.Mul) or _reads(rhs, outputs):
+            rescaled = rescaled_old(scaled, update.store)
+            if rescaled is None or _reads(rhs, outputs) or any(_reads(e, outputs) for e in rescaled if e is not None):
                 continue
-            for old, factor in ((scaled.a, scaled.b), (scaled.b, scaled.a)):
-                if update.is_old(old) and not _reads(factor, outputs):
-                    return Combiner(update, "sum", rhs, factor)
+            return Combiner(update, "sum", rhs, *rescaled)
     return None
 
 

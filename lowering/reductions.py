@@ -19,7 +19,8 @@ in registers (attention's weights); operands of two dtypes both go in the wider 
 Blocks of an online nest (tir_passes/online_contract.py): the max block also keeps the maximum
 before each tile ("previous"), and while the loop runs both registers stand for the buffers, so
 the nest's sums read them; a rescaled sum folds a tile as `acc * F + sum(t)` (or
-`tl.dot(a, b, acc * F)`), F lowered once per tile.
+`tl.dot(a, b, acc * F)`), F lowered once per tile, and `where(reset, 0, acc * F)` where the sum
+restarts (a running maximum that was -inf).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Accumulator(HeldInRegisters):
     dtype: str
     dims: tuple[str, ...]
     scale: object = None   # an online sum's rescale factor (TIR, over the rows)
+    reset: object = None   # where it restarts from zero instead (TIR, over the rows)
 
 
 @dataclass
@@ -165,7 +167,7 @@ def _open_accumulator(lowering, realize, combiner: Combiner) -> Accumulator:
     else:
         initial = lowering.load(tirx.BufferLoad(store.buffer, store.indices), ())
     accumulator = Accumulator(realize, store, combiner.kind, combiner.rhs, lowering.fresh(f"acc_{store.buffer.name}"),
-                              dtype, dims, combiner.scale)
+                              dtype, dims, combiner.scale, combiner.reset)
     lowering.emit(Assign(accumulator.name, cast(initial, dtype), dtype, dims))
     return accumulator
 
@@ -208,7 +210,11 @@ def _carried(lowering, acc: Accumulator) -> Expr:
     if not set(factor.dims) <= set(acc.dims):
         raise ContractError(f"block {acc.realize.block.name_hint}", "an online sum's rescale factor varies along the "
                             "axis it sums", "OnlineSoftmax")
-    return Binary("*", acc.reg, factor, acc.dtype, acc.dims)
+    scaled = Binary("*", acc.reg, factor, acc.dtype, acc.dims)
+    if acc.reset is None:
+        return scaled
+    reset = lower_expr(lowering, acc.reset)
+    return Where(reset, Const(0.0, acc.dtype), scaled, acc.dtype, lowering.merge_dims(reset.dims, scaled.dims))
 
 
 def _as_reduce(lowering, acc: Accumulator, rhs: Expr) -> Expr:

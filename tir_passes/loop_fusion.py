@@ -31,10 +31,11 @@ from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 
 from .errors import first_line
-from .nest import block_accesses, blocks_under, contraction_operands, element_bytes
+from .nest import block_accesses, blocks_under, contraction_operands, element_bytes, perfect_nest
 from .online_contract import online_rescale, online_shift
 from .pass_util import root_block, s_tir_pass, top_level_statements
-from .tile_contract import LIMITS
+from .recompute import reader_nests, recompute_for_readers, worth_recomputing
+from .tile_contract import LIMITS, row_fits_in_registers
 
 
 def _size(buf) -> int | None:
@@ -195,11 +196,11 @@ def _over_register_budget(producer: s_tir.SBlock, written: list, depth: int) -> 
     """Why the producer's rows would not fit in registers per shared-axis point ('' when they do)."""
     rows = [_row_elements(buf, depth) for buf in written]
     row = None if None in rows else sum(rows)
-    if row is not None and contraction_operands(producer) is not None:
-        row *= LIMITS.dot_min_block  # a tl.dot computes at least that many rows of the result at once
-    if row is not None and row <= LIMITS.register_row_elements:
+    contraction = contraction_operands(producer) is not None
+    if row_fits_in_registers(row, contraction):
         return ""
-    size = row if row is not None else "a symbolic number of"
+    # a tl.dot computes at least LIMITS.dot_min_block rows of the result at once
+    size = row * (LIMITS.dot_min_block if contraction else 1) if row is not None else "a symbolic number of"
     return (f"{', '.join(buf.name for buf in written)} would keep {size} elements per shared-axis point in registers, "
             f"over the budget of {LIMITS.register_row_elements}")
 
@@ -227,9 +228,9 @@ def _nest_blocks(sch: s_tir.Schedule, name: str) -> list[str]:
 def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: list[str]) -> str:
     """Move the consumer nest (one block) under the leading loops it shares with the producer's nest
     of several blocks (reverse_compute_at), which stays whole: its blocks may share loops for a
-    reason (an online softmax's running maximum). '' or why not."""
-    if _nest_blocks(sch, consumer) != [consumer]:
-        return f"both {producer.name_hint}'s nest and {consumer}'s have several blocks"
+    reason (an online softmax's running maximum). A consumer nest of several blocks (a normalize
+    with its recomputed scores) is merged with it instead: the shared loops become one (TVM's
+    merge). '' or why not."""
     nest = _nest_blocks(sch, producer.name_hint)
     written = [(name, buf) for name in nest for buf in _writes(_realize_of(sch, name).block)
                if _reads_of(_realize_of(sch, consumer).block, buf)]
@@ -237,13 +238,18 @@ def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: 
     if not depth:
         return reason
     loop = sch.get_loops(sch.get_sblock(producer.name_hint))[depth - 1]
+    consumers = _nest_blocks(sch, consumer)
     try:
-        sch.reverse_compute_at(sch.get_sblock(consumer), loop, preserve_unit_loops=False)
+        if consumers == [consumer]:
+            sch.reverse_compute_at(sch.get_sblock(consumer), loop, preserve_unit_loops=False)
+        else:
+            sch.merge(loop, sch.get_loops(sch.get_sblock(consumer))[depth - 1])
     except ScheduleError as err:
         return f"TVM refuses ({first_line(err, 160)})"
     kept = ", ".join(dict.fromkeys(buf.name for _, buf in written))
-    decisions.append(f"move {consumer} into the nest of {', '.join(nest)} over {depth} shared axis(es); {kept} "
-                     f"stay in registers: saves {_traffic(*dict.fromkeys(buf for _, buf in written))}")
+    how = "move" if consumers == [consumer] else "merge the nest of"
+    decisions.append(f"{how} {', '.join(consumers)} into the nest of {', '.join(nest)} over {depth} shared axis(es); "
+                     f"{kept} stay in registers: saves {_traffic(*dict.fromkeys(buf for _, buf in written))}")
     return ""
 
 
@@ -278,6 +284,25 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             decisions.append(f"not fused: {producer.name_hint} -> {consumer}: {reason}")
 
 
+def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisions: list[str]) -> tirx.PrimFunc:
+    """A contraction read by several later nests whose rows do not fit in registers is copied in
+    front of each later reader (recompute.py), where recomputing beats the memory round trip."""
+    index = 0
+    while index < len(top_level_statements(func)):
+        nest = perfect_nest(top_level_statements(func)[index])
+        written = _writes(nest[1].block) if nest is not None else []
+        if len(written) == 1 and written[0].name in intermediates:
+            buffer, block = written[0], nest[1].block
+            readers = [i for i in reader_nests(func, buffer) if i > index]
+            why = worth_recomputing(block, buffer) if len(readers) > 1 else None
+            if why and not row_fits_in_registers(_row_elements(buffer, 1), contraction=True):
+                func, copies = recompute_for_readers(func, index)
+                decisions.append(f"recompute {block.name_hint} for the later readers of {buffer.name} "
+                                 f"({', '.join(copies)}): its rows do not fit in registers, and {why}")
+        index += 1
+    return func
+
+
 def fuse_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     intermediates = {b.name for b in root_block(func).alloc_buffers}
     if not intermediates or len(top_level_statements(func)) < 2:
@@ -285,7 +310,9 @@ def fuse_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     sch = s_tir.Schedule(func)
     decisions: list[str] = []
     _inline_elementwise(sch, intermediates, decisions)
-    _fuse_over_shared_axes(sch, intermediates, decisions)
+    func = _recompute_contractions(sch.mod["main"], intermediates, decisions)
+    sch = s_tir.Schedule(func)
+    _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions)
     if not decisions:
         return func
     sch.annotate(sch.get_sblock("root"), "fusion.decisions", decisions)

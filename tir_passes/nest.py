@@ -284,9 +284,24 @@ class Operand:
         return {v.name for v in vars_of(self.value)}
 
 
+def rescaled_old(expr, store: tirx.BufferStore) -> tuple[object, object] | None:
+    """(F, reset) when `expr` is an online sum's old value as OnlineSoftmax writes it: `Y * F`, or
+    `if_then_else(reset, 0, Y * F)` where the sum restarts (reset None for the first form)."""
+    reset = None
+    if call_name(expr) == "if_then_else" and is_zero(expr.args[1]):
+        reset, expr = expr.args[0], expr.args[2]
+    if not isinstance(expr, tirx.Mul):
+        return None
+    for old, factor in ((expr.a, expr.b), (expr.b, expr.a)):
+        if is_self_load(old, store):
+            return factor, reset
+    return None
+
+
 def contraction_term(block: s_tir.SBlock):
     """The term t of a sum block `X = X + t` with T.init, or of an online sum `X = X * F + t` (a
-    block OnlineSoftmax marked: the lowering rescales the accumulator by F, tile by tile); else None."""
+    block OnlineSoftmax marked, also restarting: rescaled_old; the lowering rescales the
+    accumulator by F, tile by tile); else None."""
     from .online_contract import online_rescale  # the contract module imports this one
 
     if block.init is None or not isinstance(block.body, tirx.BufferStore):
@@ -297,8 +312,7 @@ def contraction_term(block: s_tir.SBlock):
     for old, term in ((value.a, value.b), (value.b, value.a)):
         if is_self_load(old, store):
             return term
-        if (online_rescale(block) is not None and isinstance(old, tirx.Mul)
-                and (is_self_load(old.a, store) or is_self_load(old.b, store))):
+        if online_rescale(block) is not None and rescaled_old(old, store) is not None:
             return term
     return None
 

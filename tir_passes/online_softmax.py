@@ -21,13 +21,17 @@ The result is one nest at the max's place:
             for ..:     block sum:  Y[r, ..] = Y[r, ..] * F + t         # "online.rescale"
 
 with F = exp(c*(M_prev[r] - M[r])) (exactly 1 when the maximum did not move, so an initial -inf
-gives no NaN). Per element this is ordinary TIR, and the numerics check compares it with the
+gives no NaN), and Y restarting from zero where M_prev[r] is -inf: elements folded while the
+maximum was -inf were -inf themselves (their terms NaN), and add nothing once it is finite. Per element this is ordinary TIR, and the numerics check compares it with the
 input; the marks (online_contract.py) tell the later stages that a whole tile of j may be folded
 at once, which is what makes the rewrite pay.
 
 Applied only where it pays: some sum has spatial axes besides the rows (a contraction over j,
 such as attention's weighted sum), or j is longer than one tile can hold (LIMITS.max_row_tile) or
-symbolic. A softmax whose rows fit in one tile keeps its three passes over registers. Every
+symbolic, or the row's elements are a contraction's output (softmax(Q·Kᵀ)) whose rows do not fit
+in registers (tile_contract.row_fits_in_registers, LoopFusion's rule): then the statistics are
+computed tile by tile and the normalize pass recomputes the scores (LoopFusion). A softmax whose
+rows fit in one tile keeps its three passes over registers. Every
 group found is recorded, taken or refused with the reason, as the root block's "online.decisions".
 
 Assumes: HoistAllocations ran (intermediates are root allocations); nests are perfect, with
@@ -46,10 +50,12 @@ from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 
 from .errors import first_line
-from .nest import call_name, blocks_under, is_self_load, is_zero, perfect_nest, static_int, unique_name
+from .nest import (blocks_under, call_name, is_self_load, is_zero, perfect_nest, static_int,
+                   unique_name)
 from .online_contract import DECISIONS_KEY, RESCALE_KEY, SHIFT_KEY, OnlineRescale, OnlineShift, rescale_value, shift_value
+from .recompute import worth_recomputing
 from .pass_util import replace_block, root_block, s_tir_pass, top_level_statements, with_root_block
-from .tile_contract import LIMITS
+from .tile_contract import LIMITS, row_fits_in_registers
 
 REDUCE = tirx.IterVar.CommReduce
 
@@ -344,7 +350,18 @@ def _group(func, max_index: int) -> tuple[MaxNest, list[SumNest]]:
     return mx, sums
 
 
-def _worth_it(mx: MaxNest, sums: list[SumNest]) -> str | None:
+def _contraction_producing(func, mx: MaxNest) -> str | None:
+    """The block that computes the max's elements as a contraction cheap enough to recompute
+    (attention's scores; recompute.worth_recomputing, the rule LoopFusion then applies), if any."""
+    element = _update_operand(mx.realize.block.body, tirx.Max)
+    for block in blocks_under(root_block(func).body):
+        for buf in (region.source for region in block.writes):
+            if _reads(element, buf) and worth_recomputing(block, buf) is not None:
+                return block.name_hint
+    return None
+
+
+def _worth_it(func, mx: MaxNest, sums: list[SumNest]) -> str | None:
     """Why the online form pays here, or None."""
     extent = static_int(mx.axis.dom.extent)
     if any(s.extra for s in sums):
@@ -354,6 +371,10 @@ def _worth_it(mx: MaxNest, sums: list[SumNest]) -> str | None:
         return f"the row length {mx.axis.dom.extent} is symbolic"
     if extent > LIMITS.max_row_tile:
         return f"rows of {extent} are longer than one tile ({LIMITS.max_row_tile})"
+    producer = _contraction_producing(func, mx)
+    if producer is not None and not row_fits_in_registers(extent, contraction=True):
+        return (f"its elements are {producer}'s contraction, whose rows of {extent} do not fit in registers: "
+                "computed tile by tile (and again to normalize, LoopFusion)")
     return None
 
 
@@ -407,7 +428,12 @@ def _shift_block(mx: MaxNest, previous, buffers: dict) -> s_tir.SBlock:
 
 
 def _rescaled_block(s: SumNest, mx: MaxNest, previous, buffers: dict) -> s_tir.SBlock:
-    """`Y = Y * F + t`, F = exp(c*(M_prev - M)), exactly 1 when the maximum did not move."""
+    """`Y = if_then_else(M_prev == -inf, 0, Y * F) + t`, F = exp(c*(M_prev - M)), exactly 1 when the
+    maximum did not move. While the maximum is -inf every element so far was -inf, and its term
+    exp(c*(-inf - -inf)) is NaN: the sum restarts from zero (those elements add nothing once the
+    maximum is finite, as in the two-pass form), or stays NaN while the row has only -inf (as the
+    two-pass form's exp(-inf - -inf) is NaN). So leading masked elements, a sliding window or
+    left padding, give what the input gives."""
     block = s.realize.block
     row = [iv.var for iv in s.rows]
     before, after = tirx.BufferLoad(previous, row), tirx.BufferLoad(mx.buffer, row)
@@ -417,6 +443,8 @@ def _rescaled_block(s: SumNest, mx: MaxNest, previous, buffers: dict) -> s_tir.S
     old = tirx.BufferLoad(s.store.buffer, list(s.store.indices))
     y_dtype = str(s.store.buffer.dtype)
     scaled = old * (factor if dtype == y_dtype else tirx.Cast(y_dtype, factor))
+    restart = before == tirx.const(float("-inf"), dtype)
+    scaled = tirx.if_then_else(restart, tirx.const(0.0, y_dtype), scaled)
     body = tirx.BufferStore(s.store.buffer, scaled + s.term, list(s.store.indices))
     annotations = {**dict(block.annotations), RESCALE_KEY: rescale_value(OnlineRescale(mx.buffer.name, previous.name))}
     return _with_regions(replace_block(block, body=body, annotations=annotations), buffers)
@@ -483,7 +511,7 @@ def _try_group(func, index: int, decisions: list[str]) -> tirx.PrimFunc | None:
     try:
         inlined_func, inlined = _inline_exponentials(func, mx)
         mx, sums = _group(inlined_func, _index_of(inlined_func, name))
-        reason = _worth_it(mx, sums)
+        reason = _worth_it(inlined_func, mx, sums)
         if reason is None:
             decisions.append(f"{name}: not online: its rows fit in one tile and no sum is a contraction over "
                              f"{mx.axis.var.name}")

@@ -11,6 +11,8 @@ Where each decision lives (`TileDecision` fields below):
                                              axis name, BLOCK constexpr, default size, the extent it
                                              covers and, when split, the outer loop that steps it;
                                              for a serial loop: the buffers whose dependence it carries
+                                             and, when it steps a tile axis, the TileWindow of tiles it
+                                             visits (tile_window.py)
   kernel's outer loop (or block)
       annotation "tile.kernel"    KernelTile num_warps, num_stages, group_m, which values written and
                                              read again in the kernel stay in registers, which go
@@ -54,12 +56,35 @@ class BackendLimits:
 LIMITS = BackendLimits()
 
 
+def row_fits_in_registers(row_elements: int | None, contraction: bool) -> bool:
+    """Whether a program may keep a row of `row_elements` values of an intermediate in registers
+    (None: symbolic, it may not); a contraction's row counts tl.dot's minimum of rows at once."""
+    if row_elements is None:
+        return False
+    if contraction:
+        row_elements *= LIMITS.dot_min_block
+    return row_elements <= LIMITS.register_row_elements
+
+
 class ContractError(TirTritonError):
     """The IR's tiling annotations are malformed or contradict the IR they describe."""
 
     def __init__(self, where: str, message: str, writer: str = "Tiling"):
         super().__init__(f"tiling contract violated at {where}: {message} (the {writer} pass wrote this decision)")
         self.where = where
+
+
+@dataclass(frozen=True)
+class TileWindow:
+    """The tiles a serial loop that steps tile axis j visits, given the current tile of `rows` (a
+    grid-split axis): those holding some j with i + low <= j <= i + high for a row i of the tile
+    (None: unbounded on that side). Every element outside folds its combiner's identity
+    (tile_window.py proves it), so skipping those tiles changes nothing: causal attention visits
+    the tiles up to the diagonal, a sliding window the band."""
+
+    rows: str
+    low: int | None = None
+    high: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +96,7 @@ class LoopTile:
     extent: object = None             # tile: iterations the axis covers (a PrimExpr)
     outer: str | None = None          # tile: the split's outer loop, None for a whole (unsplit) tile
     carries: tuple[str, ...] = ()     # serial: buffers whose dependence this loop carries
+    window: TileWindow | None = None  # serial, the outer loop of a split tile axis: the tiles it visits
 
     @property
     def whole(self) -> bool:
@@ -108,6 +134,7 @@ class TileDecision:
     kernels: dict[int, KernelTile] = field(default_factory=dict)    # loop var handle or block name -> KernelTile
     dots: dict[str, DotMark] = field(default_factory=dict)          # block name -> DotMark
     scans: dict[str, ScanMark] = field(default_factory=dict)        # block name -> ScanMark
+    bounds: dict[int, tuple] = field(default_factory=dict)          # loop var handle -> (min, extent) of a windowed loop
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -119,6 +146,17 @@ def _loop_value(tile: LoopTile) -> dict:
             value["outer"] = tile.outer
     if tile.carries:
         value["carries"] = list(tile.carries)
+    if tile.window is not None:
+        value["window"] = _window_value(tile.window)
+    return value
+
+
+def _window_value(window: TileWindow) -> dict:
+    value: dict = {"rows": window.rows}
+    if window.low is not None:
+        value["low"] = window.low
+    if window.high is not None:
+        value["high"] = window.high
     return value
 
 
@@ -154,6 +192,9 @@ def write_decision(func: tirx.PrimFunc, decision: TileDecision) -> tirx.PrimFunc
             extra[LOOP_KEY] = _loop_value(decision.loops[key])
         if key in decision.kernels:
             extra[KERNEL_KEY] = _kernel_value(decision.kernels[key])
+        if key in decision.bounds:   # a windowed walk: the loop visits the tiles its TileWindow names
+            start, extent = decision.bounds[key]
+            loop = tirx.For(loop.loop_var, start, extent, loop.kind, loop.body, loop.thread_binding, loop.annotations)
         return _with_annotations(loop, extra) if extra else loop
 
     def annotate_block(block: s_tir.SBlock) -> s_tir.SBlock:
@@ -201,7 +242,11 @@ def loop_tile(loop: tirx.For) -> LoopTile | None:
     if role not in ROLES:
         raise ContractError(where, f"role must be one of {', '.join(ROLES)}, not {role!r}")
     carries = tuple(_text(b, where, "carries") for b in fields.get("carries", ()))
+    if role == SERIAL and fields.get("window") is not None:
+        return LoopTile(role, carries=carries, window=_window_from(fields["window"], where))
     if role != TILE:
+        if fields.get("window") is not None:
+            raise ContractError(where, f"only a serial loop has a tile window, not a {role} loop")
         return LoopTile(role, carries=carries)
     size = _positive_int(fields.get("size"), where, "size")
     if size & (size - 1):
@@ -213,6 +258,28 @@ def loop_tile(loop: tirx.For) -> LoopTile | None:
     outer = fields.get("outer")
     return LoopTile(role, _text(fields.get("axis"), where, "axis"), _text(fields.get("block"), where, "block"),
                     size, extent, _text(outer, where, "outer") if outer is not None else None, carries)
+
+
+def _offset(value, where: str, what: str) -> int | None:
+    if value is None:
+        return None
+    number = static_int(value)
+    if number is None:
+        raise ContractError(where, f"window {what} must be an integer, not {value!r}")
+    return number
+
+
+def _window_from(raw, where: str) -> TileWindow:
+    if not hasattr(raw, "items"):
+        raise ContractError(where, f"a tile window must be a dict, not {raw!r}")
+    fields = dict(raw.items())
+    window = TileWindow(_text(fields.get("rows"), where, "window rows"), _offset(fields.get("low"), where, "low"),
+                        _offset(fields.get("high"), where, "high"))
+    if window.low is None and window.high is None:
+        raise ContractError(where, "a tile window needs a low or a high bound")
+    if window.low is not None and window.high is not None and window.low > window.high:
+        raise ContractError(where, f"tile window low {window.low} is above high {window.high}")
+    return window
 
 
 def _kernel_from(raw, where: str) -> KernelTile:

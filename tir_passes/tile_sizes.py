@@ -97,6 +97,16 @@ def online_sizes(dtype: str, rows_extent: int | None, loop_extent: int | None,
     return rows, columns, 4   # H200, b4h32s4096d128 fp16: 4 warps 410 TFLOP/s, 8 warps 348 (2026-11-30)
 
 
+def rows_filling_the_gpu(rows: int, rows_extent: int, other_programs: int, multiprocessors: int) -> int:
+    """Fewer rows per program (halving, down to tl.dot's minimum) while twice the programs still
+    fit in one wave, one per multiprocessor: softmax(Q·Kᵀ) over 4096 rows would be 32 programs of
+    128 rows on 132 multiprocessors; 128 programs of 32 rows keep all busy (each program re-reads
+    all keys, so more programs than that cost more than they hide)."""
+    while rows > LIMITS.dot_min_block and 2 * other_programs * -(-rows_extent // rows) <= multiprocessors:
+        rows //= 2
+    return rows
+
+
 def stepped_size(size: int, rows: int) -> int:
     """The tile of a loop stepped by a serial loop in a program that keeps `rows` rows: within the
     program's element budget (a whole-row tile would not be stepped)."""

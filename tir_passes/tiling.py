@@ -21,14 +21,17 @@ tiled or bound to GPU threads (CUDA-style schedules) are left alone.
 
 from __future__ import annotations
 
+import dataclasses
+
 from tvm import s_tir, tirx
 
 from .gpu_specs import GpuSpec, gpu_spec
-from .nest import blocks_under, loops_under, unique_name
+from .nest import blocks_under, loop_sites, loops_under, unique_name
 from .pass_util import s_tir_pass, top_level_statements
 from .storage import decide_storage
 from .tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark, TileDecision,
                             is_tiled, write_decision)
+from .tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 from .tiling_plan import KernelPlan, plan_kernel
 
 
@@ -155,8 +158,38 @@ def tile_function(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     notes: list[str] = []
     for index, stmt in todo:
         notes += _tile_kernel(sch, spec, stmt, index, decision)
+    tiled = sch.mod["main"]
+    for index, _ in todo:
+        notes += _window_walks(tiled, top_level_statements(tiled)[index], index, decision)
     sch.annotate(sch.get_sblock("root"), DECISIONS_KEY, notes)
     return write_decision(sch.mod["main"], decision)
+
+
+def _window_walks(func: tirx.PrimFunc, stmt, index: int, decision: TileDecision) -> list[str]:
+    """Serial loops stepping a tile axis whose masked elements fold only identities visit just the
+    tiles the current row tile needs (tile_window.py): the TileWindow and the loop's bounds."""
+    notes = []
+    sites = loop_sites(stmt)
+    tiles = {loop.loop_var.__chandle__(): decision.loops.get(loop.loop_var.__chandle__()) for loop, _ in sites}
+    params = {p.name for p in func.params if tirx.is_buffer_var(p)}
+    for inner, enclosing in sites:
+        tile = tiles[inner.loop_var.__chandle__()]
+        position = next((k for k, l in enumerate(enclosing) if tile is not None and tile.outer == l.loop_var.name), None)
+        outer = enclosing[position] if position is not None else None
+        outer_tile = tiles[outer.loop_var.__chandle__()] if outer is not None else None
+        if outer_tile is None or outer_tile.role != SERIAL:
+            continue
+        around = enclosing[:position]
+        window, why = provable_window(WalkedAxis(outer, inner, tile.size), around, tiles, read_outside(stmt, outer),
+                                      params)
+        if window is None:
+            continue
+        rows_outer, rows_size = window_loops(around, tiles, window)
+        key = outer.loop_var.__chandle__()
+        decision.loops[key] = dataclasses.replace(decision.loops[key], window=window)
+        decision.bounds[key] = tir_window_range(window, rows_outer, rows_size, tile.size, tile.extent)
+        notes.append(f"kernel {index}: loop {outer.loop_var.name} {why}")
+    return notes
 
 
 def Tiling(gpu: str = "H200"):

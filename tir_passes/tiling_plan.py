@@ -21,6 +21,8 @@ Assumes: HoistAllocations, RemoveUnitLoops and NormalizeLoopStarts ran.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 from tvm import s_tir, tirx
@@ -301,21 +303,40 @@ def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | Non
     if not reduce_loops or _key(reduce_loops[0]) in blocked:
         return None
     loop = reduce_loops[0]
-    contraction = next((realize for loops, realize in online if contraction_operands(realize.block) is not None), None)
+    # a contraction folded along the loop (attention's weighted sum), or one computing its elements
+    # (the scores fused under it): either way the loop's tiles are tl.dot tiles
+    contraction = next((realize for loops, realize in shape.subs if contraction_operands(realize.block) is not None
+                        and any(l.same_as(loop) for l in loops)), None)
     if contraction is None and tile_sizes.row_tile(static_int(loop.extent))[1]:
         return None
     dtype = operands_dtype(*contraction_operands(contraction.block)) if contraction is not None else _store_dtype(online[0][1])
     return loop, dtype, contraction is not None
 
 
-def _plan_online(shape: FusedShape, online: tuple[tirx.For, str, bool], plan: KernelPlan, axis_name) -> int:
-    """Tile the online loop (stepped by a serial loop) and choose the rows; returns the rows."""
+def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, bool], plan: KernelPlan,
+                 axis_name) -> tuple[int, int]:
+    """Tile the online loop (stepped by a serial loop) and choose the rows; returns (rows, columns)."""
     loop, dtype, contraction = online
-    rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, static_int(shape.shared[-1].extent),
-                                                             static_int(loop.extent), contraction)
+    rows_extent = static_int(shape.shared[-1].extent)
+    rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, rows_extent, static_int(loop.extent), contraction)
+    others = [static_int(l.extent) for l in shape.shared[:-1]]
+    if contraction and rows_extent is not None and None not in others:
+        fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec.multiprocessors)
+        if fewer < rows:   # the same elements per tile, wider: fewer, longer steps hide more latency
+            columns = min(columns * rows // fewer, tile_sizes.next_power_of_two(static_int(loop.extent) or columns))
+            rows, plan.num_stages = fewer, 3
     plan.tiles[_key(loop)] = TileChoice(axis_name(loop), columns, False)
-    plan.notes.append(f"loop {loop.loop_var.name} walks an online softmax: tiles of {columns}, rescaled sums")
-    return rows
+    plan.notes.append(f"loop {loop.loop_var.name} walks an online softmax: tiles of {columns}, rescaled sums; "
+                      f"{rows} rows per program")
+    return rows, columns
+
+
+def _recomputes_the_row(loop: tirx.For, loops, realize, online_loop: tirx.For) -> bool:
+    """A contraction beside (not under) the online loop, spatial along a loop as long as it: the
+    scores recomputed for the normalize pass (LoopFusion's recompute), walked in the same tiles."""
+    return (not any(l.same_as(online_loop) for l in loops) and loop_kind(loop, realize) == SPATIAL
+            and contraction_operands(realize.block) is not None
+            and static_int(loop.extent) == static_int(online_loop.extent))
 
 
 def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
@@ -325,7 +346,7 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
     axis_name = _axis_namer()
     plan = KernelPlan([list(shape.shared)] + shape.chains, num_stages=2)
     online = _online_loop(shape, blocked)
-    online_rows = _plan_online(shape, online, plan, axis_name) if online is not None else None
+    online_rows, online_columns = _plan_online(spec, shape, online, plan, axis_name) if online is not None else (None, None)
     shared_axes: dict[tuple, str] = {}   # (extent, (buffer, axis)) -> axis name of a whole tile
     widest = 1
     for loops, realize in shape.subs:
@@ -337,7 +358,9 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
             loop = candidates[-1]
             extent = static_int(loop.extent)
             size, whole = tile_sizes.row_tile(extent)
-            if online_rows is not None and not whole:
+            if online_rows is not None and _recomputes_the_row(loop, loops, realize, online[0]):
+                size, whole = online_columns, False   # the row's scores again, beside the online loop: tl.dot tiles
+            elif online_rows is not None and not whole:
                 size = tile_sizes.stepped_size(size, online_rows)   # beside the online loop, the same rows
             keys = sorted(((extent, key) for key in _indexed_axes(realize, loop)), key=str) if whole else []
             axis = next((shared_axes[k] for k in keys if k in shared_axes and shared_axes[k] not in used), None)

@@ -14,7 +14,11 @@ check can. After every pass (a no-op before Tiling), for every kernel it verifie
 - a tl.dot mark names tile axes (m, n, k) that are the block's M, N and K loops, each at least
   tl.dot's minimum, on a block that is a contraction;
 - every value the kernel writes and reads again is in registers (and may be, by storage.py's
-  rule) or spilled through memory.
+  rule) or spilled through memory;
+- a serial loop with a TileWindow steps a tile axis, its rows are a tile axis split over program
+  ids around it, its bounds are the window's at the default sizes (tile_window.window_range), and
+  the masks prove a window at least as narrow (tile_window.provable_window): the skipped tiles
+  fold only identities.
 
 And, from OnlineSoftmax on (online_contract.py), in every kernel whether tiled or not: a block
 marked "online.shift" is a reduction over one axis that writes the shift and previous buffers it
@@ -35,8 +39,9 @@ from .nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, cont
 from .online_contract import online_rescale, online_shift
 from .pass_util import top_level_statements
 from .storage import decide_storage
-from .tile_contract import (GRID, LIMITS, SERIAL, TILE, ContractError, LoopTile, dot_mark, kernel_tile, loop_tile,
-                            scan_mark)
+from .tile_contract import (GRID, LIMITS, SERIAL, TILE, ContractError, LoopTile, TileWindow, dot_mark, kernel_tile,
+                            loop_tile, scan_mark)
+from .tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 
 PROOF = sym.ProofStrength.SYMBOLIC_BOUND
 
@@ -45,8 +50,9 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
     problems: list[str] = []
     for _, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
         if isinstance(func, tirx.PrimFunc) and func.attrs is not None and bool(func.attrs.get("s_tir", False)):
+            params = {p.name for p in func.params if tirx.is_buffer_var(p)}
             for index, stmt in enumerate(top_level_statements(func)):
-                problems += [f"kernel {index}: {p}" for p in _kernel_problems(stmt)]
+                problems += [f"kernel {index}: {p}" for p in _kernel_problems(stmt, params)]
     return problems
 
 
@@ -82,7 +88,7 @@ def _reduce_loops(realize, loops) -> tuple[int, ...]:
     return tuple(loop.loop_var.__chandle__() for loop in loops if loop_kind(loop, realize) == REDUCE)
 
 
-def _kernel_problems(stmt) -> list[str]:
+def _kernel_problems(stmt, params: set[str]) -> list[str]:
     online = _online_problems(stmt)
     if online:
         return online
@@ -104,6 +110,8 @@ def _kernel_problems(stmt) -> list[str]:
         tile = tiles[loop.loop_var.__chandle__()]
         if tile is not None and tile.role == TILE:
             problems += _tile_problems(analyzer, loop, tile, enclosing)
+        if tile is not None and tile.window is not None:
+            problems += _window_problems(analyzer, stmt, loop, tile.window, enclosing, loops, tiles, params)
         problems += _dependence_problems(stmt, loop, tile, enclosing, tiles)
     problems += _axis_problems(loops, tiles)
     problems += _dot_problems(stmt, loops, tiles)
@@ -137,7 +145,9 @@ def _tile_problems(analyzer: sym.Analyzer, loop: tirx.For, tile: LoopTile, enclo
     problems = []
     if not analyzer.can_prove(loop.extent == tile.size, PROOF):
         problems.append(f"{name}: it runs {loop.extent} iterations, not its block size {tile.size}")
-    if not analyzer.can_prove(outer.extent == tirx.floordiv(tile.extent + tile.size - 1, tile.size), PROOF):
+    windowed = loop_tile(outer) is not None and loop_tile(outer).window is not None   # _window_problems checks it
+    if not windowed and not analyzer.can_prove(outer.extent == tirx.floordiv(tile.extent + tile.size - 1, tile.size),
+                                               PROOF):
         problems.append(f"{name}: outer loop {outer.loop_var.name} runs {outer.extent} iterations, not "
                         f"ceil({tile.extent} / {tile.size})")
     position = outer.loop_var * tile.size + loop.loop_var
@@ -165,6 +175,36 @@ def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, oute
             return [f"{name}: block {realize.block.name_hint}'s predicate `{tail}` lets iterations past "
                     f"`{position} < {tile.extent}` run (the extent the kernel masks at)"]
     return []
+
+
+def _window_problems(analyzer, stmt, loop: tirx.For, window: TileWindow, enclosing, loops, tiles, params) -> list[str]:
+    name = f"serial loop {loop.loop_var.name} (tile window)"
+    inner = next((l for l, around in loops if any(a.same_as(loop) for a in around)
+                  and (t := tiles[l.loop_var.__chandle__()]) is not None and t.role == TILE and t.outer == loop.loop_var.name),
+                 None)
+    if inner is None:
+        return [f"{name}: it steps no tile axis"]
+    inner_tile = tiles[inner.loop_var.__chandle__()]
+    rows = window_loops(enclosing, tiles, window)
+    if rows is None:
+        return [f"{name}: rows {window.rows} are not a tile axis split over program ids around it"]
+    start, extent = tir_window_range(window, rows[0], rows[1], inner_tile.size, inner_tile.extent)
+    if not (analyzer.can_prove_equal(loop.min, start) and analyzer.can_prove_equal(loop.extent, extent)):
+        return [f"{name}: it runs from {loop.min} for {loop.extent} iterations, not the window's {start} for {extent}"]
+    proven, why = provable_window(WalkedAxis(loop, inner, inner_tile.size), enclosing, tiles, read_outside(stmt, loop),
+                                  params)
+    if proven is None:
+        return [f"{name}: the skipped tiles may fold more than identities: {why}"]
+    if proven.rows != window.rows or not (_covers(window.low, proven.low, -1) and _covers(window.high, proven.high, 1)):
+        return [f"{name}: the window {window} is narrower than the masks prove ({proven})"]
+    return []
+
+
+def _covers(decided: int | None, proven: int | None, side: int) -> bool:
+    """The decided bound lets through everything the proven one does (None: unbounded)."""
+    if decided is None:
+        return True
+    return proven is not None and decided * side >= proven * side
 
 
 def _in_registers(dependence, scans: dict[str, str]) -> bool:

@@ -114,6 +114,11 @@ BINARY_RULES = {  # one per op of lowering.ops.BINARY_OPS
     "copysign": Formula("tl.where({b}.to({bits}, bitcast=True) < 0, -tl.abs({a}), tl.abs({a}))", in_float32=True),
 }
 
+INTEGER_RULES = {  # integers have no NaN to propagate: the plain forms read better
+    "min": Formula("tl.minimum({a}, {b})"),
+    "max": Formula("tl.maximum({a}, {b})"),
+}
+
 _HALF = ("float16", "bfloat16")
 _SAME_WIDTH_INT = {"float16": "tl.int16", "bfloat16": "tl.int16", "float32": "tl.int32", "float64": "tl.int64"}
 _OPERAND_NAMES = {"x": "arg", "a": "lhs", "b": "rhs"}  # temporaries for operands read more than once
@@ -267,7 +272,9 @@ class KernelPrinter:
             a, b = self.render(expr.a, expr.dims), self.render(expr.b, expr.dims)
             scalar, tile = (a, b) if not expr.a.dims else (b, a)
             return f"tl.where({scalar}, {tile}, False)" if expr.op == "and" else f"tl.where({scalar}, True, {tile})"
-        return self._formula(BINARY_RULES[expr.op], {"a": expr.a, "b": expr.b}, expr.dtype, expr.dims)
+        integral = expr.dtype.startswith(("int", "uint"))
+        rule = INTEGER_RULES.get(expr.op) if integral else None
+        return self._formula(rule or BINARY_RULES[expr.op], {"a": expr.a, "b": expr.b}, expr.dtype, expr.dims)
 
     def _formula(self, formula: Formula, operands: dict[str, Expr], dtype: str, dims) -> str:
         """`formula` over its operands (by field), laid out over `dims`; assigns its temporaries."""

@@ -80,8 +80,10 @@ def test_max_and_sums_become_one_loop_with_a_running_maximum():
                         T.sblock_attr({"online.rescale": {"previous": "M_prev", "shift": "M"}})
                         with T.init():
                             L[vi] = T.float32(0)
-                        L[vi] = L[vi] * T.if_then_else(M_prev[vi] == M[vi], T.float32(1),
-                                                       T.exp((M_prev[vi] - M[vi]) * T.float32(0.5))) \
+                        # restarts from zero while the maximum was -inf (leading masked elements)
+                        L[vi] = T.if_then_else(M_prev[vi] == T.float32("-inf"), T.float32(0),
+                                               L[vi] * T.if_then_else(M_prev[vi] == M[vi], T.float32(1),
+                                                                      T.exp((M_prev[vi] - M[vi]) * T.float32(0.5)))) \
                             + T.exp((X[vi, vj] - M[vi]) * T.float32(0.5))
                     for d in range(2):
                         with T.sblock("A"):
@@ -91,8 +93,9 @@ def test_max_and_sums_become_one_loop_with_a_running_maximum():
                             T.sblock_attr({"online.rescale": {"previous": "M_prev", "shift": "M"}})
                             with T.init():
                                 A[vi, vd] = T.float32(0)
-                            A[vi, vd] = A[vi, vd] * T.if_then_else(M_prev[vi] == M[vi], T.float32(1),
-                                                                   T.exp((M_prev[vi] - M[vi]) * T.float32(0.5))) \
+                            A[vi, vd] = T.if_then_else(M_prev[vi] == T.float32("-inf"), T.float32(0),
+                                                       A[vi, vd] * T.if_then_else(M_prev[vi] == M[vi], T.float32(1),
+                                                                                  T.exp((M_prev[vi] - M[vi]) * T.float32(0.5)))) \
                                 + T.exp((X[vi, vj] - M[vi]) * T.float32(0.5)) * V[vj, vd]
                 for i, d in T.grid(4, 2):
                     with T.sblock("O"):

@@ -133,3 +133,23 @@ def test_scalars_are_declared_and_cast_to_their_dtype():
     kernel(a, b, 2**31 + 1, 12, 2.0)  # 12 * 12 wraps in int8 as in TVM: 144 -> -112
     expected = ((a + (2**31 + 1) ** 2) % 256).to(torch.uint8).to(torch.int8) + torch.tensor(-112, dtype=torch.int8) + 2
     assert torch.equal(b, expected)
+
+
+def test_checked_arguments_are_remembered_by_their_metadata_only(transpose, monkeypatch):
+    """A second call with arguments of the same metadata skips the checks (they read nothing
+    else); a call with other metadata, or one that failed, is checked in full."""
+    module = transpose.module(True)
+    checked = []
+    original = module._check_all
+    monkeypatch.setattr(module, "_check_all", lambda params, args: checked.append(1) or original(params, args))
+    module._CHECKED.clear()
+    a, b = torch.rand(16, 24), torch.empty(24, 16)
+    transpose(a, b)
+    transpose(a, b)
+    assert len(checked) == 1 and torch.equal(b, a.t())
+    with pytest.raises(LaunchError, match="output tensor requires grad"):
+        transpose(a, torch.empty(24, 16, requires_grad=True))   # other metadata: checked, and refused
+    with pytest.raises(LaunchError, match="output tensor requires grad"):
+        transpose(a, torch.empty(24, 16, requires_grad=True))   # a failure is never remembered
+    assert len(checked) == 3
+    assert all(isinstance(meta, tuple) for key in module._CHECKED for meta in key[2:])   # no tensor kept alive

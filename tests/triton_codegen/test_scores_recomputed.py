@@ -1,0 +1,52 @@
+"""softmax(Q·Kᵀ) with the probabilities written is one kernel at any row length: OnlineSoftmax
+streams the scores for the row statistics, LoopFusion recomputes them for the normalize pass
+(tir_passes/recompute.py) instead of a round trip through memory, and both walks are tl.dots."""
+
+import pytest
+
+from helpers import compile_and_check
+from tir_passes.pass_util import root_block
+from tir_passes.recompute import worth_recomputing
+from tir_passes.tile_sizes import rows_filling_the_gpu
+
+from attention_scores import make_attention_scores
+
+
+def _decisions(kernel, key: str) -> list[str]:
+    return [str(d) for d in root_block(kernel.tir["main"]).annotations[key]]
+
+
+@pytest.mark.interpreter
+@pytest.mark.aot
+def test_long_score_rows_are_one_kernel_with_recomputed_scores():
+    kernel = compile_and_check(make_attention_scores(37, 601, 16))   # rows over the register budget, odd sizes
+    assert len(kernel.program.kernels) == 1
+    [pointer_kernel] = [k for k in kernel.source.split("@triton.jit")[1:] if k.lstrip().startswith("def attention_scores_kernel0(")]
+    assert pointer_kernel.count("tl.dot(") == 2 and pointer_kernel.count("for j_0") == 2
+    fusion = _decisions(kernel, "fusion.decisions")
+    assert any(d.startswith("recompute scores for the later readers of S (scores_2)") for d in fusion)
+    assert any("online with row_sum" in d and "do not fit in registers" in d for d in _decisions(kernel, "online.decisions"))
+
+
+@pytest.mark.interpreter
+def test_short_score_rows_stay_in_registers():
+    """Rows that fit keep the three passes over registers: no online form, no recompute."""
+    kernel = compile_and_check(make_attention_scores(37, 45, 32), aot=False)
+    assert len(kernel.program.kernels) == 1
+    assert not any(d.startswith("recompute") for d in _decisions(kernel, "fusion.decisions"))
+    assert kernel.source.count("for j_0") == 0
+
+
+def test_recomputing_pays_only_for_short_contractions():
+    deep = make_attention_scores(37, 601, 4096)   # 8192 flops per 8-byte round trip: memory is cheaper
+    shallow = make_attention_scores(37, 601, 64)
+    for func, pays in ((shallow, True), (deep, False)):
+        block = func.body.block.body.seq[0].body.body.body.block
+        assert block.name_hint == "scores"
+        assert (worth_recomputing(block, block.writes[0].source) is not None) == pays
+
+
+def test_rows_per_program_fill_one_wave():
+    assert rows_filling_the_gpu(128, 4096, 1, 132) == 32      # 128 programs on 132 multiprocessors
+    assert rows_filling_the_gpu(128, 4096, 128, 132) == 128   # attention b4h32: 4096 programs already
+    assert rows_filling_the_gpu(128, 37, 1, 132) == 16        # never below tl.dot's minimum
