@@ -10,7 +10,8 @@ each accumulator and merges its winner into each selection; after the loop every
 once (cast to its dtype) or kept as a register intermediate.
 
 A block that Tiling marked as a contraction (`tile.dot`, with its m, n and k tile axes) becomes
-`tl.dot` with fp32 accumulation; masked operand loads fill zeros, and an operand is zeroed where a
+`tl.dot` with fp32 accumulation; masked operand loads fill zeros (an operand in registers is
+selected to zero under its padding condition), and an operand is zeroed where a
 tail of the reduction axis is not already masked, so the tail adds nothing. Nothing here decides
 whether a block is a tl.dot: the mark does, and a mark that does not fit the block is a contract
 violation. 16-bit accumulators are widened to fp32. An operand may be a load or a value computed
@@ -265,6 +266,25 @@ def _zero_unmasked_tail(lowering, operand: Expr, k: str, other: Expr) -> Expr:
     return operand
 
 
+def _guarded(lowering, operand, dtype: str, where: str) -> Expr:
+    """A tl.dot operand, zero where its padding conditions (`if_then_else(cond, x, 0)`, stripped
+    by nest.contraction_operands) fail: a load takes them as its mask; a value in registers (the
+    scores of a fused contraction) is selected, or it would add what the condition excludes."""
+    value = cast(lower_expr(lowering, operand.value, operand.guards), dtype)
+    loaded = isinstance(value, Load) or (isinstance(value, Cast) and isinstance(value.x, Load))
+    if not operand.guards or loaded:
+        return value
+    condition = None
+    for guard in operand.guards:
+        part = lower_expr(lowering, guard)
+        condition = part if condition is None else Binary("and", condition, part, "bool",
+                                                          lowering.merge_dims(condition.dims, part.dims))
+    if not set(condition.dims) <= set(value.dims):
+        raise UnsupportedConstructError(f"{where}: a tl.dot operand computed in registers is zeroed under a "
+                                        f"condition that varies along {condition.dims}, beyond the operand's {value.dims}")
+    return Where(condition, value, Const(0.0, dtype), dtype, value.dims)
+
+
 def _as_dot(lowering, acc: Accumulator) -> Expr | None:
     """The block's update as tl.dot, when Tiling marked it so."""
     block = acc.realize.block
@@ -276,7 +296,7 @@ def _as_dot(lowering, acc: Accumulator) -> Expr | None:
     if operands is None or acc.kind != "sum":
         raise ContractError(where, "marked as a tl.dot, but it is not a contraction `X[..] += a * b`")
     dtype = operands_dtype(*operands)
-    a, b = (cast(lower_expr(lowering, op.value, op.guards), dtype) for op in operands)
+    a, b = (_guarded(lowering, op, dtype, where) for op in operands)
     if set(a.dims) != {mark.m, mark.k} or set(b.dims) != {mark.k, mark.n} or set(acc.dims) != {mark.m, mark.n}:
         raise ContractError(where, f"marked as a tl.dot over (m={mark.m}, n={mark.n}, k={mark.k}), but its operands "
                             f"vary along {a.dims} and {b.dims} and its result along {acc.dims}")

@@ -34,7 +34,7 @@ from .errors import first_line
 from .nest import block_accesses, blocks_under, contraction_operands, element_bytes, perfect_nest
 from .online_contract import online_rescale, online_shift
 from .pass_util import root_block, s_tir_pass, top_level_statements
-from .recompute import reader_nests, recompute_for_readers, worth_recomputing
+from .recompute import clobbered_inputs, reader_nests, recompute_for_readers, worth_recomputing
 from .tile_contract import LIMITS, row_fits_in_registers
 
 
@@ -231,14 +231,18 @@ def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: 
     reason (an online softmax's running maximum). A consumer nest of several blocks (a normalize
     with its recomputed scores) is merged with it instead: the shared loops become one (TVM's
     merge). '' or why not."""
-    nest = _nest_blocks(sch, producer.name_hint)
-    written = [(name, buf) for name in nest for buf in _writes(_realize_of(sch, name).block)
-               if _reads_of(_realize_of(sch, consumer).block, buf)]
-    depth, reason = min((shared_depth(sch, name, consumer, buf) for name, buf in written), key=lambda d: d[0])
+    nest, consumers = _nest_blocks(sch, producer.name_hint), _nest_blocks(sch, consumer)
+    overwritten = _overwritten(sch, nest, consumers) if consumers != [consumer] else ""
+    if overwritten:   # TVM's reverse_compute_at checks this itself; its merge does not
+        return overwritten
+    # every block of the consumer nest reads the producer nest's values only at the shared axes
+    read = [(name, reader, buf) for name in nest for buf in _writes(_realize_of(sch, name).block)
+            for reader in consumers if _reads_of(_realize_of(sch, reader).block, buf)]
+    written = [(name, buf) for name, _, buf in read]
+    depth, reason = min((shared_depth(sch, name, reader, buf) for name, reader, buf in read), key=lambda d: d[0])
     if not depth:
         return reason
     loop = sch.get_loops(sch.get_sblock(producer.name_hint))[depth - 1]
-    consumers = _nest_blocks(sch, consumer)
     try:
         if consumers == [consumer]:
             sch.reverse_compute_at(sch.get_sblock(consumer), loop, preserve_unit_loops=False)
@@ -250,6 +254,19 @@ def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: 
     how = "move" if consumers == [consumer] else "merge the nest of"
     decisions.append(f"{how} {', '.join(consumers)} into the nest of {', '.join(nest)} over {depth} shared axis(es); "
                      f"{kept} stay in registers: saves {_traffic(*dict.fromkeys(buf for _, buf in written))}")
+    return ""
+
+
+def _overwritten(sch, nest: list[str], consumers: list[str]) -> str:
+    """Why the consumer nest cannot run inside the producer's: it writes what the producer nest
+    reads or writes ('' when it does not)."""
+    touched = {buf.name for name in nest for region in (*_realize_of(sch, name).block.reads,
+                                                        *_realize_of(sch, name).block.writes)
+               for buf in (region.source,)}
+    for reader in consumers:
+        clash = sorted({buf.name for buf in _writes(_realize_of(sch, reader).block)} & touched)
+        if clash:
+            return f"{reader} writes {', '.join(clash)}, which the nest of {', '.join(nest)} uses"
     return ""
 
 
@@ -296,9 +313,13 @@ def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisi
             readers = [i for i in reader_nests(func, buffer) if i > index]
             why = worth_recomputing(block, buffer) if len(readers) > 1 else None
             if why and not row_fits_in_registers(_row_elements(buffer, 1), contraction=True):
-                func, copies = recompute_for_readers(func, index)
-                decisions.append(f"recompute {block.name_hint} for the later readers of {buffer.name} "
-                                 f"({', '.join(copies)}): its rows do not fit in registers, and {why}")
+                clobbered = clobbered_inputs(func, index)
+                if clobbered:
+                    decisions.append(f"not recomputed: {block.name_hint}: {clobbered}")
+                else:
+                    func, copies = recompute_for_readers(func, index)
+                    decisions.append(f"recompute {block.name_hint} for the later readers of {buffer.name} "
+                                     f"({', '.join(copies)}): its rows do not fit in registers, and {why}")
         index += 1
     return func
 

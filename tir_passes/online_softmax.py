@@ -22,7 +22,9 @@ The result is one nest at the max's place:
 
 with F = exp(c*(M_prev[r] - M[r])) (exactly 1 when the maximum did not move, so an initial -inf
 gives no NaN), and Y restarting from zero where M_prev[r] is -inf: elements folded while the
-maximum was -inf were -inf themselves (their terms NaN), and add nothing once it is finite. Per element this is ordinary TIR, and the numerics check compares it with the
+maximum was -inf were -inf themselves (their terms NaN), and add nothing once it is finite. That
+assumes, as flash attention does, that what those weights multiply is finite: the two-pass form
+computes 0 * V for them, NaN where V is Inf or NaN, which the restart drops. Per element this is ordinary TIR, and the numerics check compares it with the
 input; the marks (online_contract.py) tell the later stages that a whole tile of j may be folded
 at once, which is what makes the rewrite pay.
 

@@ -10,7 +10,8 @@ per byte). So the producer's nest is copied, with its own buffer, in front of ev
 nest, and each copy fuses into its reader like any single-reader producer.
 
 What it rewrites: a top-level nest of one contraction block writing intermediate X, read by the
-blocks of more than one later nest, when recomputing pays (`worth_recomputing`): the second and
+blocks of more than one later nest, when recomputing pays (`worth_recomputing`) and nothing
+between the producer and its last reader writes what it reads (`clobbered_inputs`): the second and
 later reader nests each get a copy `X_2 = ...` (fresh loop and block variables, TVM's RenewDefs)
 right before them, and read X_2. The element values are identical, so the numerics check sees no
 change; the dump shows the copies and LoopFusion's decision says why.
@@ -61,6 +62,25 @@ def reader_nests(func: tirx.PrimFunc, buffer) -> list[int]:
     """Indices of the top-level statements with a block that reads `buffer`."""
     return [index for index, stmt in enumerate(top_level_statements(func))
             if any(_reads(block.body, buffer) for block in blocks_under(stmt))]
+
+
+def _written(stmt) -> set[str]:
+    return {region.source.name for block in blocks_under(stmt) for region in block.writes}
+
+
+def clobbered_inputs(func: tirx.PrimFunc, producer_index: int) -> str | None:
+    """Why a copy in front of a later reader would compute other values (a statement between the
+    producer and that reader writes what the producer reads), or None."""
+    statements = top_level_statements(func)
+    producer = blocks_under(statements[producer_index])[0]
+    inputs = {region.source.name for region in producer.reads} - {r.source.name for r in producer.writes}
+    last_reader = max(reader_nests(func, producer.writes[0].source))
+    for stmt in statements[producer_index + 1:last_reader]:
+        changed = sorted(_written(stmt) & inputs)
+        if changed:
+            names = ", ".join(b.name_hint for b in blocks_under(stmt))
+            return f"{names} writes {', '.join(changed)}, which {producer.name_hint} reads, before its later readers"
+    return None
 
 
 def recompute_for_readers(func: tirx.PrimFunc, producer_index: int) -> tuple[tirx.PrimFunc, list[str]]:

@@ -33,7 +33,7 @@ R = r_outer * BLOCK_R, tiles T = cdiv(extent_j, BLOCK_J):
 
     start = max(0, R + low) // BLOCK_J                       (0 without low)
     stop  = min(T, cdiv(max(0, R + BLOCK_R + high), BLOCK_J)) (T without high)
-    and where a row's band can be empty (low given, or high < 0): start <= T - 1, stop >= start + 1
+    and where a row's band can be empty (low given, or high < 0): 0 <= start <= T - 1, stop >= start + 1
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def _bookkeeping(store: tirx.BufferStore, block, read_outside, params) -> bool:
 def _fold_band(realize, walk, rows, store: tirx.BufferStore, block, read_outside, params) -> _Band:
     """The band outside which this store folds its identity."""
     kind, element = _fold(store, block)
-    identity = _identity(kind, str(store.buffer.dtype))
+    identity = _IDENTITIES[kind]
     for polarity in (True, False):
         masks = _masks(element, realize, walk, rows, polarity)
         if masks and _evaluate(element, {key: branch for key, (_, branch) in masks.items()}).kind in identity:
@@ -191,12 +191,9 @@ def _fold_band(realize, walk, rows, store: tirx.BufferStore, block, read_outside
                     "identity")
 
 
-def _identity(kind: str, dtype: str) -> set[str]:
-    """What folds as the combiner's identity: also the lowest (highest) finite value for max (min),
-    which every finite operand beats, as masks written with T.min_value fill."""
-    if kind == "sum":
-        return {"zero"}
-    return {"-inf", "lowest"} if kind == "max" else {"+inf", "highest"}
+# what folds as the combiner's identity: for max (min) also the lowest (highest) finite value of
+# the element's dtype, which every finite operand beats, as masks written with T.min_value fill
+_IDENTITIES = {"sum": {"zero"}, "max": {"-inf", "lowest"}, "min": {"+inf", "highest"}}
 
 
 def _fold(store: tirx.BufferStore, block) -> tuple[str, object]:
@@ -308,35 +305,40 @@ def _bound(kind, sign: int, constant: int) -> tuple[int | None, int | None]:
     return limit + 1 if strict else limit, None
 
 
-# --- identities ----------------------------------------------------------------------------------
+# --- identities ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Value:
-    """An element's value where the masks take their other branch: zero, -inf, +inf, a finite
-    constant, finite (an operand, assumed finite) or unknown."""
+    """An element's value where the masks take their other branch: zero, -inf, +inf, the lowest or
+    highest finite value of its dtype (`extreme`), another finite constant, finite (an operand,
+    assumed finite) or unknown. Arithmetic on an extreme value may overflow: it is unknown."""
 
     kind: str
     constant: float | None = None
 
+    @property
+    def extreme(self) -> bool:
+        return self.kind in ("lowest", "highest")
+
+    @property
+    def infinite(self) -> bool:
+        return self.kind in ("-inf", "+inf")
 
 
-_FINITE, _UNKNOWN = _Value("finite"), _Value("unknown")
+_FINITE, _UNKNOWN, _ZERO = _Value("finite"), _Value("unknown"), _Value("zero", 0.0)
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+              "float64": 1.7976931348623157e308}
 
 
 def _constant(value: float, dtype: str = "float32") -> _Value:
     if value == 0:
-        return _Value("zero", 0.0)
-    if math.isinf(value):
-        return _Value("-inf" if value < 0 else "+inf", value)
+        return _ZERO
     if math.isnan(value):
         return _UNKNOWN
-    extreme = _FLOAT_MAX.get(dtype)
-    if extreme is not None and abs(value) == extreme:
+    if math.isinf(value):
+        return _Value("-inf" if value < 0 else "+inf", value)
+    if abs(value) == _FLOAT_MAX.get(dtype):
         return _Value("lowest" if value < 0 else "highest", value)
     return _Value("finite", value)
-
-
-_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
-              "float64": 1.7976931348623157e308}
 
 
 def _evaluate(expr, masks: dict[int, int]) -> _Value:
@@ -346,24 +348,33 @@ def _evaluate(expr, masks: dict[int, int]) -> _Value:
     if isinstance(expr, (tvm.ir.TensorLoad, tirx.Var)):
         return _FINITE
     if isinstance(expr, tirx.Cast):
-        inner = _evaluate(expr.value, masks)
-        return inner if str(expr.ty.dtype).startswith(("float", "bfloat")) or inner.kind == "zero" else _FINITE
+        return _cast(_evaluate(expr.value, masks), str(expr.ty.dtype))
     if call_name(expr) == "if_then_else" or isinstance(expr, tirx.Select):
         branches = expr.args[1:] if call_name(expr) == "if_then_else" else (expr.true_value, expr.false_value)
         if expr.__chandle__() in masks:
             return _evaluate(branches[masks[expr.__chandle__()] - 1], masks)
         a, b = (_evaluate(x, masks) for x in branches)
-        return a if a.kind == b.kind and a.kind != "finite" else (_FINITE if "finite" == a.kind == b.kind else _UNKNOWN)
+        return a if a == b else (_FINITE if {a.kind, b.kind} <= {"finite", "zero"} else _UNKNOWN)
     if call_name(expr) == "exp":
         inner = _evaluate(expr.args[0], masks)
-        return {"-inf": _Value("zero", 0.0), "zero": _constant(1.0), "+inf": _UNKNOWN}.get(inner.kind, _FINITE)
+        if inner.kind in ("-inf", "lowest"):
+            return _ZERO                  # exp underflows to exactly 0
+        return _FINITE if inner.kind in ("finite", "zero") else _UNKNOWN
     if isinstance(expr, (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Max, tirx.Min)):
         return _arithmetic(expr, _evaluate(expr.a, masks), _evaluate(expr.b, masks))
     return _UNKNOWN
 
 
+def _cast(value: _Value, dtype: str) -> _Value:
+    if not dtype.startswith(("float", "bfloat")):
+        return value if value.kind == "zero" else _FINITE
+    if value.extreme:   # the lowest fp16 is an ordinary fp32; the lowest fp32 overflows fp16
+        return _constant(value.constant, dtype) if abs(value.constant) <= _FLOAT_MAX[dtype] else _UNKNOWN
+    return value
+
+
 def _negate(value: _Value) -> _Value:
-    flipped = {"-inf": "+inf", "+inf": "-inf"}.get(value.kind, value.kind)
+    flipped = {"-inf": "+inf", "+inf": "-inf", "lowest": "highest", "highest": "lowest"}.get(value.kind, value.kind)
     return _Value(flipped, -value.constant if value.constant is not None else None)
 
 
@@ -377,30 +388,40 @@ def _arithmetic(expr, a: _Value, b: _Value) -> _Value:
     if isinstance(expr, tirx.Mul):
         return _product(a, b)
     if isinstance(expr, tirx.Div):
-        return _product(a, _constant(1.0 / b.constant)) if b.constant not in (None, 0.0) else _UNKNOWN
-    infinite = "-inf" if isinstance(expr, tirx.Max) else "+inf"   # the operand max (min) ignores
-    if a.kind == infinite:
+        return _product(a, _constant(1.0 / b.constant)) if b.kind == "finite" and b.constant else _UNKNOWN
+    return _extremum("max" if isinstance(expr, tirx.Max) else "min", a, b)
+
+
+def _extremum(kind: str, a: _Value, b: _Value) -> _Value:
+    ignored, absorbing = ("-inf", "+inf") if kind == "max" else ("+inf", "-inf")
+    if a.kind == ignored:
         return b
-    return a if b.kind == infinite else _FINITE
+    if b.kind == ignored:
+        return a
+    if absorbing in (a.kind, b.kind):
+        return _Value(absorbing)
+    return _FINITE if {a.kind, b.kind} <= {"finite", "zero"} else _UNKNOWN
 
 
 def _sum(a: _Value, b: _Value) -> _Value:
-    kinds = {a.kind, b.kind}
-    if kinds == {"-inf", "+inf"}:
-        return _UNKNOWN
-    for infinite in ("-inf", "+inf"):
-        if infinite in kinds:
-            return _Value(infinite)
     if a.kind == "zero":
         return b
-    return a if b.kind == "zero" else _FINITE
+    if b.kind == "zero":
+        return a
+    if a.extreme or b.extreme or {a.kind, b.kind} == {"-inf", "+inf"}:
+        return _UNKNOWN   # an extreme value plus anything may overflow; -inf + inf is NaN
+    infinite = next((v for v in (a, b) if v.infinite), None)
+    return _Value(infinite.kind) if infinite is not None else _FINITE
 
 
 def _product(a: _Value, b: _Value) -> _Value:
     if "zero" in (a.kind, b.kind):
-        return _Value("zero", 0.0) if "inf" not in a.kind + b.kind else _UNKNOWN
+        other = b if a.kind == "zero" else a
+        return _ZERO if not other.infinite else _UNKNOWN   # 0 * V = 0 for finite V (assumed)
+    if a.extreme or b.extreme:
+        return _UNKNOWN
     for infinite, other in ((a, b), (b, a)):
-        if infinite.kind in ("-inf", "+inf"):
+        if infinite.infinite:
             if other.constant is None:
                 return _UNKNOWN   # the sign of an operand is not known
             return infinite if other.constant > 0 else _negate(infinite)
@@ -437,7 +458,9 @@ def window_range(window: TileWindow, rows_outer, rows_block, cols_block, cols_ti
             last = ops.max(ops.const(0), last)
         stop = ops.min(cols_tiles, ops.cdiv(last, cols_block))
     if window.low is not None or (window.high is not None and window.high < 0):
-        start = ops.min(start, ops.add(cols_tiles, ops.const(-1)))
+        # a row tile whose bands are all empty still visits one tile (its rows are NaN, as in TIR);
+        # never tile -1, which zero keys (a symbolic extent of 0) would give
+        start = ops.max(ops.const(0), ops.min(start, ops.add(cols_tiles, ops.const(-1))))
         stop = ops.max(stop, ops.add(name_start(start), ops.const(1)))
     return start, stop
 
@@ -474,9 +497,9 @@ def window_loops(enclosing, tiles: dict, window: TileWindow) -> tuple[tirx.For, 
     return None
 
 
-def read_outside(stmt, loop: tirx.For) -> set[str]:
-    """Buffers read by blocks of `stmt` that are not under `loop`."""
+def read_outside(body, loop: tirx.For) -> set[str]:
+    """Buffers read by the blocks of `body` (the function's, every kernel) not under `loop`."""
     inside = {realize.block.name_hint for realize, _ in block_sites(loop.body)}
-    return {region.source.name for realize, _ in block_sites(stmt) if realize.block.name_hint not in inside
+    return {region.source.name for realize, _ in block_sites(body) if realize.block.name_hint not in inside
             for region in realize.block.reads}
 

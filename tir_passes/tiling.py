@@ -27,7 +27,7 @@ from tvm import s_tir, tirx
 
 from .gpu_specs import GpuSpec, gpu_spec
 from .nest import blocks_under, loop_sites, loops_under, unique_name
-from .pass_util import s_tir_pass, top_level_statements
+from .pass_util import root_block, s_tir_pass, top_level_statements
 from .storage import decide_storage
 from .tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark, TileDecision,
                             is_tiled, write_decision)
@@ -180,8 +180,8 @@ def _window_walks(func: tirx.PrimFunc, stmt, index: int, decision: TileDecision)
         if outer_tile is None or outer_tile.role != SERIAL:
             continue
         around = enclosing[:position]
-        window, why = provable_window(WalkedAxis(outer, inner, tile.size), around, tiles, read_outside(stmt, outer),
-                                      params)
+        window, why = provable_window(WalkedAxis(outer, inner, tile.size), around, tiles,
+                                      read_outside(root_block(func).body, outer), params)
         if window is None:
             continue
         rows_outer, rows_size = window_loops(around, tiles, window)

@@ -37,7 +37,7 @@ from .dependence import carried_dependences
 from .nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, contraction_operands, loop_kind,
                    loop_sites, realizes_under, written_buffers)
 from .online_contract import online_rescale, online_shift
-from .pass_util import top_level_statements
+from .pass_util import root_block, top_level_statements
 from .storage import decide_storage
 from .tile_contract import (GRID, LIMITS, SERIAL, TILE, ContractError, LoopTile, TileWindow, dot_mark, kernel_tile,
                             loop_tile, scan_mark)
@@ -52,7 +52,7 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
         if isinstance(func, tirx.PrimFunc) and func.attrs is not None and bool(func.attrs.get("s_tir", False)):
             params = {p.name for p in func.params if tirx.is_buffer_var(p)}
             for index, stmt in enumerate(top_level_statements(func)):
-                problems += [f"kernel {index}: {p}" for p in _kernel_problems(stmt, params)]
+                problems += [f"kernel {index}: {p}" for p in _kernel_problems(stmt, params, root_block(func).body)]
     return problems
 
 
@@ -88,7 +88,7 @@ def _reduce_loops(realize, loops) -> tuple[int, ...]:
     return tuple(loop.loop_var.__chandle__() for loop in loops if loop_kind(loop, realize) == REDUCE)
 
 
-def _kernel_problems(stmt, params: set[str]) -> list[str]:
+def _kernel_problems(stmt, params: set[str], body) -> list[str]:
     online = _online_problems(stmt)
     if online:
         return online
@@ -111,7 +111,7 @@ def _kernel_problems(stmt, params: set[str]) -> list[str]:
         if tile is not None and tile.role == TILE:
             problems += _tile_problems(analyzer, loop, tile, enclosing)
         if tile is not None and tile.window is not None:
-            problems += _window_problems(analyzer, stmt, loop, tile.window, enclosing, loops, tiles, params)
+            problems += _window_problems(analyzer, body, loop, tile.window, enclosing, loops, tiles, params)
         problems += _dependence_problems(stmt, loop, tile, enclosing, tiles)
     problems += _axis_problems(loops, tiles)
     problems += _dot_problems(stmt, loops, tiles)
@@ -177,7 +177,7 @@ def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, oute
     return []
 
 
-def _window_problems(analyzer, stmt, loop: tirx.For, window: TileWindow, enclosing, loops, tiles, params) -> list[str]:
+def _window_problems(analyzer, body, loop: tirx.For, window: TileWindow, enclosing, loops, tiles, params) -> list[str]:
     name = f"serial loop {loop.loop_var.name} (tile window)"
     inner = next((l for l, around in loops if any(a.same_as(loop) for a in around)
                   and (t := tiles[l.loop_var.__chandle__()]) is not None and t.role == TILE and t.outer == loop.loop_var.name),
@@ -191,7 +191,7 @@ def _window_problems(analyzer, stmt, loop: tirx.For, window: TileWindow, enclosi
     start, extent = tir_window_range(window, rows[0], rows[1], inner_tile.size, inner_tile.extent)
     if not (analyzer.can_prove_equal(loop.min, start) and analyzer.can_prove_equal(loop.extent, extent)):
         return [f"{name}: it runs from {loop.min} for {loop.extent} iterations, not the window's {start} for {extent}"]
-    proven, why = provable_window(WalkedAxis(loop, inner, inner_tile.size), enclosing, tiles, read_outside(stmt, loop),
+    proven, why = provable_window(WalkedAxis(loop, inner, inner_tile.size), enclosing, tiles, read_outside(body, loop),
                                   params)
     if proven is None:
         return [f"{name}: the skipped tiles may fold more than identities: {why}"]

@@ -23,10 +23,11 @@ A kernel whose grid is empty (a zero-size dimension, a loop of extent 0) is not 
 beyond CUDA's 2**31 - 1 programs is refused.
 
 The checks read only each argument's metadata (address, dtype, device, shape, strides,
-requires_grad; a number's type and value), so a call whose arguments have the metadata of one
-that passed before reuses that result (the last 64 kept; metadata only, no tensor is kept alive),
-and the choice between a kernel's variants likewise: checking took 70 us a call on an H200 host, more than a 40 us kernel. Fake
-tensors, tensor subclasses and other values are checked on every call.
+requires_grad; a number's type, value and sign), so a call whose arguments have the metadata of
+one that passed before reuses that result (the 64 most recently added; metadata only, no tensor
+is kept alive), and the choice between a kernel's variants likewise: checking took 68 us a call
+on an H200 host, more than a 40 us kernel. Fake tensors, tensor subclasses and other values are
+checked on every call; a call that fails is never remembered.
 
 A kernel with a `_tma` variant (triton_codegen/descriptors.py) runs it when USE_DESCRIPTORS is set
 and TMA can describe every tensor it takes a descriptor of: compute capability 9.0 or more (any
@@ -226,15 +227,17 @@ def _check_one_device(params, args):
         raise LaunchError(f"arguments on different devices: {where}")
 
 
-_REMEMBERED = 64   # argument signatures whose checks passed, kept per cache
+_REMEMBERED = 64   # argument signatures whose checks passed, kept per cache (the 64 most recently added)
 
 
 def _metadata(value):
     """What the checks read of an argument, or None when it must be checked every call."""
     if type(value) is torch.Tensor:
         return (value.data_ptr(), value.dtype, value.device, tuple(value.shape), value.stride(), value.requires_grad)
-    if type(value) in (int, float, bool):
+    if type(value) in (int, bool):
         return (type(value), value)
+    if type(value) is float:   # -0.0 == 0.0, but a kernel may tell them apart (1 / x)
+        return (float, value, math.copysign(1.0, value))
     return None
 
 
@@ -263,10 +266,10 @@ def check_arguments(params, args, kwargs=None):
     known = _CHECKED.get(key) if key is not None else None
     if known is not None:
         scalars, sizes = known
-        return {param[0]: scalars.get(param[0], value) for param, value in zip(params, args)}, sizes
+        return {param[0]: scalars.get(param[0], value) for param, value in zip(params, args)}, dict(sizes)
     values, sizes = _check_all(params, args)
     scalars = {param[0]: values[param[0]] for param in params if param[1] == "scalar"}
-    _remember(_CHECKED, key, (scalars, sizes))
+    _remember(_CHECKED, key, (scalars, dict(sizes)))
     return values, sizes
 
 

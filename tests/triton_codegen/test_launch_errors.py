@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from tvm.script import tirx as T
+
 from tir_passes import LaunchError
 from triton_codegen import compile
 
@@ -153,3 +155,20 @@ def test_checked_arguments_are_remembered_by_their_metadata_only(transpose, monk
         transpose(a, torch.empty(24, 16, requires_grad=True))   # a failure is never remembered
     assert len(checked) == 3
     assert all(isinstance(meta, tuple) for key in module._CHECKED for meta in key[2:])   # no tensor kept alive
+
+
+def test_a_remembered_zero_keeps_its_sign():
+    """-0.0 == 0.0, but a kernel dividing by it tells them apart: the cache keys the sign too."""
+    @T.prim_func(s_tir=True)
+    def reciprocal(A: T.Buffer((8,), "float32"), x: T.float32, B: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.sblock("b"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = A[vi] / x
+
+    kernel = compile(reciprocal, verify=False)
+    a, b = torch.ones(8), torch.empty(8)
+    kernel(a, 0.0, b)
+    assert b[0].item() == float("inf")
+    kernel(a, -0.0, b)
+    assert b[0].item() == float("-inf")

@@ -13,8 +13,9 @@ from tir_passes import CHECKS, VerificationError, run_pipeline
 from tir_passes.frontend import as_module
 from tir_passes.pass_util import s_tir_pass
 from tir_passes.tile_contract import LOOP_KEY, TileWindow, loop_tile
+from tir_passes.tile_window import _evaluate
 from tir_passes.tiling import Tiling
-from triton_codegen import check_against_tvm
+from triton_codegen import check_against_tvm, compile
 
 from attention import make_attention
 
@@ -187,3 +188,81 @@ def _front():
     passes = default_pipeline()
     assert passes[-1].info.name == Tiling().info.name
     return passes
+
+
+def make_sliding_window_over_keys(S: int, D: int, width: int):
+    """Attention of S queries over a symbolic number m of keys, each query keeping the `width`
+    keys up to its own index."""
+
+    @T.prim_func(s_tir=True)
+    def sliding(a: T.handle, b: T.handle, c: T.handle, o: T.handle):
+        m = T.int32()
+        Q = T.match_buffer(a, (S, D), "float32")
+        K = T.match_buffer(b, (m, D), "float32")
+        V = T.match_buffer(c, (m, D), "float32")
+        O = T.match_buffer(o, (S, D), "float32")
+        masked = T.sblock_alloc_buffer((S, m), "float32")
+        row_max = T.sblock_alloc_buffer((S,), "float32")
+        row_sum = T.sblock_alloc_buffer((S,), "float32")
+        acc = T.sblock_alloc_buffer((S, D), "float32")
+        for i, j, d in T.grid(S, m, D):
+            with T.sblock("masked"):
+                vi, vj, vd = T.axis.remap("SSR", [i, j, d])
+                with T.init():
+                    masked[vi, vj] = T.float32(0)
+                masked[vi, vj] = masked[vi, vj] + Q[vi, vd] * K[vj, vd]
+        for i, j in T.grid(S, m):
+            with T.sblock("row_max"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    row_max[vi] = T.float32(float("-inf"))
+                row_max[vi] = T.max(row_max[vi], T.if_then_else(vi - width < vj and vj <= vi, masked[vi, vj],
+                                                                T.float32(float("-inf"))))
+        for i, j in T.grid(S, m):
+            with T.sblock("row_sum"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    row_sum[vi] = T.float32(0)
+                row_sum[vi] = row_sum[vi] + T.exp(T.if_then_else(vi - width < vj and vj <= vi, masked[vi, vj],
+                                                                 T.float32(float("-inf"))) - row_max[vi])
+        for i, d, j in T.grid(S, D, m):
+            with T.sblock("weighted_sum"):
+                vi, vd, vj = T.axis.remap("SSR", [i, d, j])
+                with T.init():
+                    acc[vi, vd] = T.float32(0)
+                acc[vi, vd] = acc[vi, vd] + T.exp(T.if_then_else(vi - width < vj and vj <= vi, masked[vi, vj],
+                                                                 T.float32(float("-inf"))) - row_max[vi]) * V[vj, vd]
+        for i, d in T.grid(S, D):
+            with T.sblock("normalize"):
+                vi, vd = T.axis.remap("SS", [i, d])
+                O[vi, vd] = acc[vi, vd] / row_sum[vi]
+
+    return sliding
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("keys", [0, 1, 37])
+def test_a_window_over_no_keys_visits_no_tile_below_zero(keys):
+    """With m = 0 keys the first tile must not become -1 (loads at negative offsets): every row
+    is NaN (0 / 0), as in TIR."""
+    func = make_sliding_window_over_keys(16, 16, 5)
+    kernel = compile(func, verify=False)
+    assert _windows(kernel.tir["main"]) == [TileWindow("i", -4, 0)]
+    report = check_against_tvm(kernel, func, sizes={"m": keys})
+    assert report.ok, str(report)
+
+
+def test_extreme_finite_values_are_identities_only_where_nothing_acts_on_them():
+    """T.min_value folds as max's identity; negated, overflowing or cast to another dtype it is not
+    (the review found `0 - if_then_else(mask, x, lowest)` taken for an identity)."""
+    x = tirx.Var("x", "float32")
+    lowest, highest = tirx.const(-3.4028234663852886e38, "float32"), tirx.const(3.4028234663852886e38, "float32")
+    select = tirx.if_then_else(x > tirx.const(0.0, "float32"), x, lowest)
+    outside = {select.__chandle__(): 2}
+    assert _evaluate(select, outside).kind == "lowest"
+    assert _evaluate(tirx.const(0.0, "float32") - select, outside).kind == "highest"
+    assert _evaluate(select + x, outside).kind == "unknown"
+    assert _evaluate(tirx.exp(highest), {}).kind == "unknown"
+    assert _evaluate(tirx.exp(lowest), {}).kind == "zero"
+    assert _evaluate(tirx.Cast("float64", lowest), {}).kind == "finite"
+    assert _evaluate(tirx.Max(tirx.const(float("inf"), "float32"), x), {}).kind == "+inf"
