@@ -17,8 +17,10 @@ split) inside a program whose rows axis r is split over program ids:
   that only the loop's own blocks read (intermediates kept per element).
 - "outside the window" comes from the masks: `T.if_then_else(cond, a, b)` (or T.Select) where a
   conjunct of cond, over the block's bindings, is linear in j - r (`vj <= vi`, `vi - vj < 20`, with
-  loop-start offsets). Outside the band those selects take `b`, and a small evaluation shows the
-  element is the identity: exp(-inf) = 0, -inf - x = -inf, 0 * x = 0, casts keep 0 and -inf.
+  loop-start offsets), or whose disjuncts all are (then outside the band they take `a`). Outside
+  the band those selects take that branch, and a small evaluation shows the element is the
+  identity: exp(-inf) = 0, -inf - x = -inf, 0 * x = 0, casts keep 0 and -inf; the lowest finite
+  value (T.min_value) is max's identity only as it is, any arithmetic on it is unknown.
 
 Assumed, as flash attention and PyTorch's SDPA assume it: the operands a masked weight multiplies
 (V) are finite, so 0 * V = 0; a NaN or Inf in V at masked positions does not reach the output,
