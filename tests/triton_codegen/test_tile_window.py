@@ -85,7 +85,7 @@ def _windows(func) -> list[TileWindow]:
     return [tile.window for tile in found if tile is not None and tile.window is not None]
 
 
-BLOCKS = [(16, 32), (32, 16), (16, 16)]   # row tiles narrower, wider and as wide as key tiles
+BLOCKS = [(16, 32), (32, 16)]   # row tiles narrower and wider than key tiles, besides the default config
 
 
 def _check_every_block_size(kernel, func):
