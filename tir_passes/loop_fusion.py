@@ -1,8 +1,12 @@
 """LoopFusion: turn a multi-stage PrimFunc into fewer kernels, keeping intermediates on chip.
 
-Two rewrites, both with TVM's schedule (so TVM checks the dependences):
+Three rewrites, with TVM's schedule where it has the primitive (so TVM checks the dependences):
   1. inline: a spatial block that writes an intermediate is inlined into its consumers
      (compute_inline): elementwise producers, exp in softmax, padding before a convolution.
+  1b. recompute (recompute.py): a contraction read by several later nests, whose rows do not fit
+     in registers and cost less to recompute than to store and load (softmax(Q·Kᵀ) with its
+     output written), is copied in front of each later reader nest, unless something between
+     writes what it reads; each copy then fuses like a single-reader producer.
   2. fuse over shared axes: a block whose intermediates (one, or several written together, such
      as LayerNorm's two moments or an arg-max's value and index) are read by one later nest is
      moved under that nest's leading loops (compute_at), when the consumer reads exactly the
@@ -11,8 +15,10 @@ Two rewrites, both with TVM's schedule (so TVM checks the dependences):
      then computes the rows it needs once, and the intermediates stay in registers (the lowering
      checks this again). A producer whose nest holds several blocks (an online softmax's max and
      sums, OnlineSoftmax) stays whole: its one-block consumer moves under it instead
-     (reverse_compute_at); a producer may move under the reduction loop of an online nest's
-     block, computing one element of the row per iteration (flash attention's scores).
+     (reverse_compute_at), or a consumer nest of several blocks is merged with it over the shared
+     loops (TVM's merge, after checking every consumer block reads only the shared element and
+     writes nothing the producer nest uses); a producer may move under the reduction loop of an
+     online nest's block, computing one element of the row per iteration (flash attention's scores).
 
 Every decision, taken or refused, is recorded with its reason and the global-memory bytes it
 saves (the intermediate's write and read), as the root block's "fusion.decisions" annotation.

@@ -10,9 +10,11 @@ loops serially and the numerics check verifies the rewrite:
   loop of B iterations, with TIR's predicate for the tail; a whole tile keeps its loop;
   each loop chain is reordered grid, serial, tile;
 
-and then writes every decision through the tiling contract (tile_contract.py), the only form the
-lowering reads: {"tile": {"role": ..., "axis": ..., "block": ..., "size": ..., "extent": ...,
-"outer": ...}} on loops, {"tile.kernel": {...}} on each kernel's outermost loop, {"tile.dot": ...}
+then bounds each serial walk over a tile axis whose masked elements fold only identities to the
+tiles the current row tile needs (tile_window.py: causal attention stops at the diagonal; the TIR
+loop carries the upper bound, so the numerics check runs it), and writes every decision through
+the tiling contract (tile_contract.py), the only form the lowering reads: {"tile": {"role": ..., "axis": ..., "block": ..., "size": ..., "extent": ...,
+"outer": ...}} on loops (a serial walk's "window": {"rows", "low", "high"}), {"tile.kernel": {...}} on each kernel's outermost loop, {"tile.dot": ...}
 on contraction blocks. The root block's "tile.decisions" says, per kernel, what was decided and
 why (dependences that keep loops serial, values that go through memory).
 Assumes: HoistAllocations, RemoveUnitLoops and NormalizeLoopStarts ran. Nests that are already
