@@ -16,9 +16,9 @@ check can. After every pass (a no-op before Tiling), for every kernel it verifie
 - every value the kernel writes and reads again is in registers (and may be, by storage.py's
   rule) or spilled through memory;
 - a serial loop with a TileWindow steps a tile axis, its rows are a tile axis split over program
-  ids around it, its bounds are the window's at the default sizes (tile_window.window_range), and
-  the masks prove a window at least as narrow (tile_window.provable_window): the skipped tiles
-  fold only identities.
+  ids around it, it runs from 0 to the window's stop at the default sizes
+  (tile_window.tir_window_range), and the masks prove a window at least as narrow
+  (tile_window.provable_window): the skipped tiles fold only identities.
 
 And, from OnlineSoftmax on (online_contract.py), in every kernel whether tiled or not: a block
 marked "online.shift" is a reduction over one axis that writes the shift and previous buffers it
@@ -179,9 +179,7 @@ def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, oute
 
 def _window_problems(analyzer, body, loop: tirx.For, window: TileWindow, enclosing, loops, tiles, params) -> list[str]:
     name = f"serial loop {loop.loop_var.name} (tile window)"
-    inner = next((l for l, around in loops if any(a.same_as(loop) for a in around)
-                  and (t := tiles[l.loop_var.__chandle__()]) is not None and t.role == TILE and t.outer == loop.loop_var.name),
-                 None)
+    inner = next((l for l, around in loops if any(a.same_as(loop) for a in around) and _steps(tiles, l, loop)), None)
     if inner is None:
         return [f"{name}: it steps no tile axis"]
     inner_tile = tiles[inner.loop_var.__chandle__()]
@@ -198,6 +196,12 @@ def _window_problems(analyzer, body, loop: tirx.For, window: TileWindow, enclosi
     if proven.rows != window.rows or not (_covers(window.low, proven.low, -1) and _covers(window.high, proven.high, 1)):
         return [f"{name}: the window {window} is narrower than the masks prove ({proven})"]
     return []
+
+
+def _steps(tiles, inner: tirx.For, outer: tirx.For) -> bool:
+    """`outer` is the split's outer loop of tile loop `inner`."""
+    tile = tiles[inner.loop_var.__chandle__()]
+    return tile is not None and tile.role == TILE and tile.outer == outer.loop_var.name
 
 
 def _covers(decided: int | None, proven: int | None, side: int) -> bool:
