@@ -37,6 +37,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 
 from .errors import first_line
+from .gpu_specs import GpuSpec, gpu_spec
 from .nest import block_accesses, blocks_under, contraction_operands, element_bytes, perfect_nest
 from .online_contract import online_rescale, online_shift
 from .pass_util import root_block, s_tir_pass, top_level_statements
@@ -307,7 +308,8 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             decisions.append(f"not fused: {producer.name_hint} -> {consumer}: {reason}")
 
 
-def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisions: list[str]) -> tirx.PrimFunc:
+def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisions: list[str],
+                            spec: GpuSpec) -> tirx.PrimFunc:
     """A contraction read by several later nests whose rows do not fit in registers is copied in
     front of each later reader (recompute.py), where recomputing beats the memory round trip."""
     index = 0
@@ -317,7 +319,7 @@ def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisi
         if len(written) == 1 and written[0].name in intermediates:
             buffer, block = written[0], nest[1].block
             readers = [i for i in reader_nests(func, buffer) if i > index]
-            why = worth_recomputing(block, buffer) if len(readers) > 1 else None
+            why = worth_recomputing(block, buffer, spec) if len(readers) > 1 else None
             if why and not row_fits_in_registers(_row_elements(buffer, 1), contraction=True):
                 clobbered = clobbered_inputs(func, index)
                 if clobbered:
@@ -330,14 +332,14 @@ def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisi
     return func
 
 
-def fuse_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
+def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     intermediates = {b.name for b in root_block(func).alloc_buffers}
     if not intermediates or len(top_level_statements(func)) < 2:
         return func
     sch = s_tir.Schedule(func)
     decisions: list[str] = []
     _inline_elementwise(sch, intermediates, decisions)
-    func = _recompute_contractions(sch.mod["main"], intermediates, decisions)
+    func = _recompute_contractions(sch.mod["main"], intermediates, decisions, spec)
     sch = s_tir.Schedule(func)
     _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions)
     if not decisions:
@@ -346,5 +348,6 @@ def fuse_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return sch.mod["main"]
 
 
-def LoopFusion():
-    return s_tir_pass("LoopFusion", fuse_loops)
+def LoopFusion(gpu: str = "H200"):
+    spec = gpu_spec(gpu)
+    return s_tir_pass("LoopFusion", lambda func: fuse_loops(func, spec))

@@ -52,6 +52,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 
 from .errors import first_line
+from .gpu_specs import GpuSpec, gpu_spec
 from .nest import (blocks_under, call_name, is_self_load, is_zero, perfect_nest, static_int,
                    unique_name)
 from .online_contract import DECISIONS_KEY, RESCALE_KEY, SHIFT_KEY, OnlineRescale, OnlineShift, rescale_value, shift_value
@@ -352,18 +353,18 @@ def _group(func, max_index: int) -> tuple[MaxNest, list[SumNest]]:
     return mx, sums
 
 
-def _contraction_producing(func, mx: MaxNest) -> str | None:
+def _contraction_producing(func, mx: MaxNest, spec: GpuSpec) -> str | None:
     """The block that computes the max's elements as a contraction cheap enough to recompute
     (attention's scores; recompute.worth_recomputing, the rule LoopFusion then applies), if any."""
     element = _update_operand(mx.realize.block.body, tirx.Max)
     for block in blocks_under(root_block(func).body):
         for buf in (region.source for region in block.writes):
-            if _reads(element, buf) and worth_recomputing(block, buf) is not None:
+            if _reads(element, buf) and worth_recomputing(block, buf, spec) is not None:
                 return block.name_hint
     return None
 
 
-def _worth_it(func, mx: MaxNest, sums: list[SumNest]) -> str | None:
+def _worth_it(func, mx: MaxNest, sums: list[SumNest], spec: GpuSpec) -> str | None:
     """Why the online form pays here, or None."""
     extent = static_int(mx.axis.dom.extent)
     if any(s.extra for s in sums):
@@ -373,7 +374,7 @@ def _worth_it(func, mx: MaxNest, sums: list[SumNest]) -> str | None:
         return f"the row length {mx.axis.dom.extent} is symbolic"
     if extent > LIMITS.max_row_tile:
         return f"rows of {extent} are longer than one tile ({LIMITS.max_row_tile})"
-    producer = _contraction_producing(func, mx)
+    producer = _contraction_producing(func, mx, spec)
     if producer is not None and not row_fits_in_registers(extent, contraction=True):
         return (f"its elements are {producer}'s contraction, whose rows of {extent} do not fit in registers: "
                 "computed tile by tile (and again to normalize, LoopFusion)")
@@ -507,13 +508,13 @@ def _rewrite(func, mx: MaxNest, sums: list[SumNest]) -> tirx.PrimFunc:
 
 
 # --- the pass --------------------------------------------------------------------------------------
-def _try_group(func, index: int, decisions: list[str]) -> tirx.PrimFunc | None:
+def _try_group(func, index: int, decisions: list[str], spec: GpuSpec) -> tirx.PrimFunc | None:
     mx = max_nest(top_level_statements(func)[index], index)
     name = mx.realize.block.name_hint
     try:
         inlined_func, inlined = _inline_exponentials(func, mx)
         mx, sums = _group(inlined_func, _index_of(inlined_func, name))
-        reason = _worth_it(inlined_func, mx, sums)
+        reason = _worth_it(inlined_func, mx, sums, spec)
         if reason is None:
             decisions.append(f"{name}: not online: its rows fit in one tile and no sum is a contraction over "
                              f"{mx.axis.var.name}")
@@ -533,12 +534,12 @@ def _index_of(func, block_name: str) -> int:
                 if any(b.name_hint == block_name for b in blocks_under(stmt)))
 
 
-def online_softmax(func: tirx.PrimFunc) -> tirx.PrimFunc:
+def online_softmax(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     decisions: list[str] = []
     index = 0
     while index < len(top_level_statements(func)):
         if max_nest(top_level_statements(func)[index], index) is not None:
-            rewritten = _try_group(func, index, decisions)
+            rewritten = _try_group(func, index, decisions, spec)
             if rewritten is not None:
                 func = rewritten
         index += 1
@@ -548,5 +549,6 @@ def online_softmax(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return with_root_block(func, replace_block(root, annotations={**dict(root.annotations), DECISIONS_KEY: decisions}))
 
 
-def OnlineSoftmax():
-    return s_tir_pass("OnlineSoftmax", online_softmax)
+def OnlineSoftmax(gpu: str = "H200"):
+    spec = gpu_spec(gpu)
+    return s_tir_pass("OnlineSoftmax", lambda func: online_softmax(func, spec))

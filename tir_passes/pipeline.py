@@ -67,8 +67,8 @@ KNOWN_PASSES = {
 def default_pipeline(gpu: str = "H200") -> list[tvm.transform.Pass]:
     return [
         HoistAllocations(),
-        OnlineSoftmax(),
-        LoopFusion(),
+        OnlineSoftmax(gpu),
+        LoopFusion(gpu),
         BufferLayout(),
         RemoveUnitLoops(),
         NormalizeLoopStarts(),

@@ -5,8 +5,9 @@ Why: softmax(Q·Kᵀ) with its output written reads the scores twice, once for t
 (OnlineSoftmax streams them tile by tile) and once to normalize. Holding a row of scores in
 registers is out of budget for long rows, and writing them to memory and reading them back costs
 2 · element_bytes per score; computing a score again costs 2 · K flops, which tensor cores do
-faster than memory moves the bytes (H200: 699 TFLOP/s fp16 against 4.27 TB/s, about 160 flops
-per byte). So the producer's nest is copied, with its own buffer, in front of every later reader
+faster than memory moves the bytes while 2 · K stays under the GPU's balance: its fp16 tensor-core
+peak over its copy bandwidth (gpu_specs.py; H200: 989 TFLOP/s against 4.27 TB/s, 232 flops per
+byte). So the producer's nest is copied, with its own buffer, in front of every later reader
 nest, and each copy fuses into its reader like any single-reader producer.
 
 What it rewrites: a top-level nest of one contraction block writing intermediate X, read by the
@@ -24,24 +25,28 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from .gpu_specs import GpuSpec
 from .nest import blocks_under, contraction_operands, element_bytes, perfect_nest, static_int, unique_name
 from .pass_util import replace_block, root_block, top_level_statements, with_root_block
 
-FLOPS_PER_BYTE = 160   # fp16 tensor-core flops per byte of memory traffic at which both take equal time (H200)
+
+def flops_per_byte(spec: GpuSpec) -> float:
+    """Tensor-core flops per byte of memory traffic at which both take equal time on `spec`."""
+    return spec.fp16_tensor_tflops * 1e12 / (spec.model_copy_bandwidth_gbs * 1e9)
 
 
-def worth_recomputing(block: s_tir.SBlock, buffer) -> str | None:
+def worth_recomputing(block: s_tir.SBlock, buffer, spec: GpuSpec) -> str | None:
     """Why computing the contraction again is cheaper than a round trip of `buffer`, or None."""
     if contraction_operands(block) is None:
         return None
     depth = static_int(_reduction_extent(block))
     if depth is None:
         return None
-    flops, traffic = 2 * depth, 2 * element_bytes(buffer.dtype)
-    if flops > FLOPS_PER_BYTE * traffic:
+    flops, traffic, balance = 2 * depth, 2 * element_bytes(buffer.dtype), flops_per_byte(spec)
+    if flops > balance * traffic:
         return None
     return (f"{2 * depth} flops per element cost less than its {traffic}-byte round trip through memory "
-            f"(up to {FLOPS_PER_BYTE} flops per byte)")
+            f"(up to {balance:.0f} flops per byte on the {spec.name})")
 
 
 def _reduction_extent(block: s_tir.SBlock):

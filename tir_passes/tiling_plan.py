@@ -22,9 +22,9 @@ Assumes: HoistAllocations, RemoveUnitLoops and NormalizeLoopStarts ran.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 
+import tvm_ffi
 from tvm import s_tir, tirx
 
 from . import tile_sizes
@@ -336,7 +336,7 @@ def _recomputes_the_row(loop: tirx.For, loops, realize, online_loop: tirx.For) -
     scores recomputed for the normalize pass (LoopFusion's recompute), walked in the same tiles."""
     return (not any(l.same_as(online_loop) for l in loops) and loop_kind(loop, realize) == SPATIAL
             and contraction_operands(realize.block) is not None
-            and static_int(loop.extent) == static_int(online_loop.extent))
+            and tvm_ffi.structural_equal(loop.extent, online_loop.extent))
 
 
 def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
