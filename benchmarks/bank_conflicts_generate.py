@@ -19,8 +19,8 @@ import tvm_ffi  # noqa: E402
 from tvm import tirx  # noqa: E402
 
 from shared_memory import matmul_shared, transpose_shared  # noqa: E402
-from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling  # noqa: E402
-from tir_passes.bank_conflicts import analyze_kernel, lower_for_cuda  # noqa: E402
+from tir_passes.passes.bank_conflict_free_tiling import BankConflictFreeTiling  # noqa: E402
+from tir_passes.analyses.bank_conflicts import analyze_kernel, lower_for_cuda  # noqa: E402
 
 
 def launch_shape(kernel) -> tuple[list[int], list[int]]:

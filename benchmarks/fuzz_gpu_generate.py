@@ -31,7 +31,7 @@ import numpy as np
 
 from tests.fuzz.generator import generate
 from tests.fuzz.runner import classify, load_program, write_program
-from tir_passes.numerics import TOLERANCES, ReferenceRun, buffer_params
+from tir_passes.checks.numerics import TOLERANCES, ReferenceRun, buffer_params
 from triton_codegen import compile
 
 

@@ -55,8 +55,8 @@ def _predicted(kernel, variant_mod) -> dict:
     """The model's totals for one launch: per-warp counts of every shared access as the Gluon
     backend issues it, under the decided layout, times the warps launched. wgmma's operand reads
     are no ld.shared: not counted."""
-    from tir_passes.bank_conflict_free_tiling import as_issued
-    from tir_passes.bank_conflicts import analyze, wavefronts_under
+    from tir_passes.passes.bank_conflict_free_tiling import as_issued
+    from tir_passes.analyses.bank_conflicts import analyze, wavefronts_under
 
     totals = {key: 0 for key in METRICS}
     warps = kernel.num_warps
@@ -76,17 +76,17 @@ def _predicted(kernel, variant_mod) -> dict:
 
 
 def generate(out_dir: str) -> int:
-    from gluon_codegen import compile_gluon
-    from gluon_codegen.aot import compile_modules
-    from gluon_codegen.bank_check import gluon_counts_of
-    from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling
-    from tir_passes.shared_layout import UNCHANGED
+    from triton_codegen import compile
+    from triton_codegen.gluon.aot import compile_modules
+    from triton_codegen.gluon.bank_check import gluon_counts_of
+    from tir_passes.passes.bank_conflict_free_tiling import BankConflictFreeTiling
+    from tir_passes.contracts.shared_layout import UNCHANGED
 
     os.makedirs(out_dir, exist_ok=True)
     compiled = []
     for name, reference, mod in _cases():
         for variant, passes in (("unchanged", [BankConflictFreeTiling((UNCHANGED,))]), ("pass", None)):
-            kernel = compile_gluon(mod, verify=False, passes=passes)
+            kernel = compile(mod, verify=False, passes=passes, backend="gluon")
             path = kernel.save(os.path.join(out_dir, f"{name}_{variant}.py"))
             compiled.append((f"{name}_{variant}", reference, kernel, path))
     # one worker each for all the sm_90 compiles and all the gl.bank_conflicts counts

@@ -119,7 +119,7 @@ class Campaign:
         import torch
         import triton
 
-        from tir_passes.gpu_specs import gpu_for_device, gpu_spec
+        from tir_passes.contracts.gpu_specs import gpu_for_device, gpu_spec
 
         if self.smoke:
             self.spec, gpu_name = gpu_spec("H200"), "H200 (smoke: CPU interpreter)"

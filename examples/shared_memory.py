@@ -117,8 +117,8 @@ matmul_shared = schedule_matmul(make_matmul(1024, 1024, 1024, "float32", "float3
 matmul_tensor_core = schedule_matmul_tensor_core(make_matmul(1024, 1024, 1024, "float16", "float32"))
 
 if __name__ == "__main__":
-    from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling
-    from tir_passes.bank_conflicts import analyze, format_report
+    from tir_passes.passes.bank_conflict_free_tiling import BankConflictFreeTiling
+    from tir_passes.analyses.bank_conflicts import analyze, format_report
 
     for name, mod in (("transpose", transpose_shared), ("matmul", matmul_shared)):
         print(f"== {name}, as scheduled\n{format_report(analyze(mod))}")

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from tvm import sym, tirx
 
-from tir_passes.assumptions import Assumptions, reads_memory
-from tir_passes.path_conditions import proven
-from tir_passes.nest import python_name
+from tir_passes.analyses.assumptions import Assumptions, reads_memory
+from tir_passes.analyses.path_conditions import proven
+from tir_passes.infra.names import stride_name
 
 from .exprs import fold_binary
 from .tile_ir import Cast, Const, Expr, RangeCheck, Scalar
@@ -37,15 +37,6 @@ class Condition:
     @property
     def dims(self) -> tuple[str, ...]:
         return self.tile.dims
-
-
-def pointer_name(buffer: str) -> str:
-    """The kernel argument that points at `buffer` (TE names such as `A_red_temp.v0` made identifiers)."""
-    return f"{python_name(buffer)}_ptr"
-
-
-def stride_name(buffer: str, axis: int) -> str:
-    return f"{python_name(buffer)}_stride{axis}"
 
 
 def needs_int64(buf) -> bool:

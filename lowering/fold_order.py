@@ -15,7 +15,8 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 
-from tir_passes.nest import static_int, uses_var
+from tir_passes.analyses.nest import uses_var
+from tir_passes.infra.pass_util import static_int
 
 INT32_POSITIONS = 2**31 - 1   # int32 positions stay below INT32_MAX, which marks lanes that never win
 

@@ -18,11 +18,12 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from tir_passes.assumptions import is_assumption
+from tir_passes.analyses.assumptions import is_assumption
 from tir_passes.errors import UnsupportedConstructError
-from tir_passes.nest import conjuncts, python_name
-from tir_passes.pass_util import root_block, source_line, top_level_statements
-from tir_passes.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile, scan_mark
+from tir_passes.analyses.nest import conjuncts
+from tir_passes.infra.names import python_name
+from tir_passes.infra.pass_util import root_block, source_line, top_level_statements
+from tir_passes.contracts.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile, scan_mark
 
 from . import reductions
 from .accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask

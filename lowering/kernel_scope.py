@@ -1,6 +1,6 @@
 """What the loops of one kernel mean on tiles: grid axes, serial loops and tile axes.
 
-Built once per kernel from the tiling contract (tir_passes/tile_contract.py), before any block is
+Built once per kernel from the tiling contract (tir_passes/contracts/tile_contract.py), before any block is
 lowered. Nothing here is decided again: every loop's role, every tile axis's name, block size,
 extent and split partner is read as Tiling wrote it.
   grid loop        -> a factor of the launch grid; its index comes from `tl.program_id(0)`
@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import sym, tirx
 
-from tir_passes.nest import loop_sites, python_name, unique_name
-from tir_passes.tile_contract import GRID, TILE, ContractError, LoopTile, TileWindow, loop_tile
-from tir_passes.tile_window import Arithmetic, window_range
+from tir_passes.analyses.nest import loop_sites, unique_name
+from tir_passes.infra.names import python_name
+from tir_passes.contracts.tile_contract import GRID, TILE, ContractError, LoopTile, TileWindow, loop_tile
+from tir_passes.analyses.tile_window import Arithmetic, window_range
 
 from .exprs import fold_binary
 from .tile_ir import Arange, Binary, Cast, Const, Expr, GridAxis, Scalar, TileDim

@@ -25,8 +25,8 @@ import dataclasses
 import tvm
 from tvm import s_tir, sym, tirx
 
-from tir_passes.nest import substitute_bindings, uses_var
-from tir_passes.pass_util import root_block
+from tir_passes.analyses.nest import substitute_bindings, uses_var
+from tir_passes.infra.pass_util import root_block
 
 from .tile_ir import Load, ParamSpec, TileKernel
 

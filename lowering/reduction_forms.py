@@ -22,7 +22,7 @@ in fold order and its T.init value is below all of them, the old value is always
 (and conversely when they fall; lowering/fold_order.py says which element comes first). Anything
 else that reads another output is refused, naming the block and its line.
 
-Under an OnlineSoftmax mark (tir_passes/online_contract.py) two more forms are read: the max
+Under an OnlineSoftmax mark (tir_passes/contracts/online_contract.py) two more forms are read: the max
 block's `M_prev = M` (the maximum before the element, kind "previous") and a sum rescaled by a
 factor, `Y = Y * F + t`, whose F reads no output of the block.
 
@@ -39,8 +39,8 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.errors import UnsupportedConstructError
-from tir_passes.nest import is_self_load, rescaled_old
-from tir_passes.online_contract import online_rescale, online_shift
+from tir_passes.analyses.nest import is_self_load, rescaled_old
+from tir_passes.contracts.online_contract import online_rescale, online_shift
 
 from .fold_order import old_versus_new
 

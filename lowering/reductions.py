@@ -17,7 +17,7 @@ whether a block is a tl.dot: the mark does, and a mark that does not fit the blo
 violation. 16-bit accumulators are widened to fp32. An operand may be a load or a value computed
 in registers (attention's weights); operands of two dtypes both go in the wider one (exact).
 
-Blocks of an online nest (tir_passes/online_contract.py): the max block also keeps the maximum
+Blocks of an online nest (tir_passes/contracts/online_contract.py): the max block also keeps the maximum
 before each tile ("previous"), and while the loop runs both registers stand for the buffers, so
 the nest's sums read them; a rescaled sum folds a tile as `acc * F + sum(t)` (or
 `tl.dot(a, b, acc * F)`), F lowered once per tile, and `where(reset, 0, acc * F)` where the sum
@@ -32,9 +32,9 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.errors import UnsupportedConstructError
-from tir_passes.nest import contraction_operands, operands_dtype
-from tir_passes.online_contract import online_shift
-from tir_passes.tile_contract import TILE, ContractError, dot_mark
+from tir_passes.analyses.nest import contraction_operands, operands_dtype
+from tir_passes.contracts.online_contract import online_shift
+from tir_passes.contracts.tile_contract import TILE, ContractError, dot_mark
 
 from . import selections
 from .exprs import accumulator_dtype, cast, identity, lower_expr
@@ -146,7 +146,7 @@ class ReductionState:
 def _expose_running_values(lowering, accumulators: list[Accumulator]) -> None:
     """An online max's registers (the running maximum and the one before it) are what the
     rescaled sums of its nest read while the loop runs: after this tile's update, in program
-    order, which is what the tile-wise fold needs (tir_passes/online_contract.py)."""
+    order, which is what the tile-wise fold needs (tir_passes/contracts/online_contract.py)."""
     for acc in accumulators:
         indices = tuple(lowering.indices(acc.store.indices, ()))
         lowering.registers[(acc.store.buffer.name, indices)] = acc.reg

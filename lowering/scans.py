@@ -1,7 +1,7 @@
 """Scan blocks on tiles: `tl.cumsum` / `tl.cumprod` / `tl.associative_scan` along the marked axis.
 
 Tiling marked the block (`tile.scan`: buffer, axis, combiner) and kept the scan axis a tile; the
-parts of the recurrence come from `tir_passes.scans.scan_form`, the same function Tiling decided
+parts of the recurrence come from `tir_passes.analyses.scans.scan_form`, the same function Tiling decided
 with. Per tile of the scan axis:
 
     x     = where(position is the first, first, rest), identity where a tail masks the axis
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from tir_passes.nest import realizes_under, uses_var
-from tir_passes.scans import ScanForm, scan_form
-from tir_passes.tile_contract import ContractError, ScanMark, scan_mark
+from tir_passes.analyses.nest import realizes_under, uses_var
+from tir_passes.analyses.scans import ScanForm, scan_form
+from tir_passes.contracts.tile_contract import ContractError, ScanMark, scan_mark
 
 from .exprs import lower_expr
 from .reductions import accumulator_dtype, cast, combine, identity

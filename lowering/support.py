@@ -1,6 +1,6 @@
 """Up-front capability check: a PrimFunc uses only what the lowering has rules for.
 
-compile() runs it after the input check (tir_passes/input_checks.py: structure) and before the
+compile() runs it after the input check (tir_passes/checks/input_checks.py: structure) and before the
 pass pipeline, so before anything is built: the pipeline's numerics check JIT-builds the input
 with TVM, which links every external symbol the program calls, and an unknown one kills the
 process. Each error names the construct and its TVMScript line, and lists what is supported.
@@ -20,10 +20,10 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from tir_passes.assumptions import is_assumption
+from tir_passes.analyses.assumptions import is_assumption
 from tir_passes.errors import UnsupportedConstructError
-from tir_passes.input_checks import EXTERNAL_CALLS, external_symbol
-from tir_passes.pass_util import source_line
+from tir_passes.checks.input_checks import EXTERNAL_CALLS, external_symbol
+from tir_passes.infra.pass_util import source_line
 
 from .exprs import SUPPORTED_DTYPES, call_name, supported_calls
 from .param_shapes import check_param_shapes

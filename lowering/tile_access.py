@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .accesses import stride_name
+from tir_passes.infra.names import stride_name
 from .exprs import fold_binary
 from .tile_ir import (Arange, Binary, Cast, Const, Expr, Load, Scalar, Store, TileAccess, TileKernel, TileProgram)
 

@@ -33,34 +33,35 @@ from dataclasses import dataclass, field
 
 import tvm
 
-from .errors import FrontendError, PassError, TirTritonError, UnsupportedConstructError, VerificationError, first_line
-from .bank_conflict_free_tiling import BankConflictFreeTiling
-from .buffer_layout import BufferLayout
-from .hoist_allocations import HoistAllocations
-from .input_checks import check_input, input_round_trip
-from .loop_fusion import LoopFusion
-from .online_softmax import OnlineSoftmax
-from .instrument import StageRecorder
-from .numerics import NumericsPlan, progress
-from .pass_util import take_raised_error
-from .normalize_loop_starts import NormalizeLoopStarts
-from .remove_unit_loops import RemoveUnitLoops
-from .tiling import Tiling
-from . import dump, verify
-from .verify_contract import check_contract
+from tir_passes.errors import FrontendError, PassError, TirTritonError, UnsupportedConstructError, VerificationError, first_line
+from tir_passes.passes.bank_conflict_free_tiling import BankConflictFreeTiling
+from tir_passes.passes.buffer_layout import BufferLayout
+from tir_passes.passes.hoist_allocations import HoistAllocations
+from tir_passes.checks.input_checks import check_input, input_round_trip
+from tir_passes.passes.loop_fusion import LoopFusion
+from tir_passes.passes.online_softmax import OnlineSoftmax
+from tir_passes.infra.instrument import StageRecorder
+from tir_passes.checks.numerics import NumericsPlan, progress
+from tir_passes.infra.pass_util import take_raised_error
+from tir_passes.passes.normalize_loop_starts import NormalizeLoopStarts
+from tir_passes.passes.remove_unit_loops import RemoveUnitLoops
+from tir_passes.passes.tiling import Tiling
+from tir_passes.infra import dump
+from tir_passes.checks import bounds, verify
+from tir_passes.checks.verify_contract import check_contract
 
 CHECKS = ("well_formed", "round_trip", "purity", "bounds", "contract", "numerics")
 
 # passes whose reproducer can rebuild them by import path
 KNOWN_PASSES = {
-    "BankConflictFreeTiling": "tir_passes.bank_conflict_free_tiling:BankConflictFreeTiling",
-    "BufferLayout": "tir_passes.buffer_layout:BufferLayout",
-    "HoistAllocations": "tir_passes.hoist_allocations:HoistAllocations",
-    "LoopFusion": "tir_passes.loop_fusion:LoopFusion",
-    "NormalizeLoopStarts": "tir_passes.normalize_loop_starts:NormalizeLoopStarts",
-    "OnlineSoftmax": "tir_passes.online_softmax:OnlineSoftmax",
-    "RemoveUnitLoops": "tir_passes.remove_unit_loops:RemoveUnitLoops",
-    "Tiling": "tir_passes.tiling:Tiling",
+    "BankConflictFreeTiling": "tir_passes.passes.bank_conflict_free_tiling:BankConflictFreeTiling",
+    "BufferLayout": "tir_passes.passes.buffer_layout:BufferLayout",
+    "HoistAllocations": "tir_passes.passes.hoist_allocations:HoistAllocations",
+    "LoopFusion": "tir_passes.passes.loop_fusion:LoopFusion",
+    "NormalizeLoopStarts": "tir_passes.passes.normalize_loop_starts:NormalizeLoopStarts",
+    "OnlineSoftmax": "tir_passes.passes.online_softmax:OnlineSoftmax",
+    "RemoveUnitLoops": "tir_passes.passes.remove_unit_loops:RemoveUnitLoops",
+    "Tiling": "tir_passes.passes.tiling:Tiling",
 }
 
 
@@ -247,7 +248,7 @@ def _run_check(check: str, pass_, before, after, fingerprint, reference, baselin
     if check == "purity":
         return verify.check_purity(before, fingerprint)
     if check == "bounds":
-        return verify.check_bounds(after)
+        return bounds.check_bounds(after)
     if check == "contract":
         return check_contract(after)
     return verify.check_numerics(reference, after)
@@ -299,9 +300,9 @@ import os
 
 import tvm
 
-from tir_passes import verify
-from tir_passes.numerics import ReferenceRun
-from tir_passes.verify_contract import check_contract
+from tir_passes.checks import bounds, verify
+from tir_passes.checks.numerics import ReferenceRun
+from tir_passes.checks.verify_contract import check_contract
 
 {make_pass}
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -321,7 +322,7 @@ checks = {{
     "round_trip": lambda: (verify.check_round_trip_relative(PASS, before, after)
                            if verify.check_round_trip(reference_input) else verify.check_round_trip(after)),
     "purity": lambda: verify.check_purity(before, verify.structural_fingerprint(load("before"))),
-    "bounds": lambda: verify.check_bounds(after),
+    "bounds": lambda: bounds.check_bounds(after),
     "contract": lambda: check_contract(after),
     "numerics": lambda: verify.check_numerics(ReferenceRun.of(reference_input["main"]), after),
 }}

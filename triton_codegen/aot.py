@@ -19,7 +19,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from lowering.accesses import pointer_name, stride_name
+from triton_codegen.environment import compiled_mode_environment, default_fp_fusion
+from tir_passes.infra.names import pointer_name, stride_name
 from lowering.tile_ir import TileKernel
 
 from .descriptors import DescriptorPlan
@@ -127,7 +128,7 @@ class _Worker:
     @classmethod
     def ask(cls, request: dict) -> dict:
         if cls.process is None or cls.process.poll() is not None:
-            env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_DEFAULT_FP_FUSION": "1"}
+            env = compiled_mode_environment()
             root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
             cls.process = subprocess.Popen([sys.executable, "-m", "triton_codegen.aot"], stdin=subprocess.PIPE,
@@ -159,7 +160,7 @@ def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str
     if triton_library_interpreted():
         reply = _Worker.ask(request)
     else:
-        os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+        default_fp_fusion()
         try:
             reply = _compile_here(request)
         except Exception as err:  # noqa: BLE001 - reported like the worker's failures

@@ -20,8 +20,8 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from tir_passes.frontend import as_module
-from tir_passes.numerics import ReferenceRun, buffer_params, symbolic_sizes
+from tir_passes.infra.frontend import as_module
+from tir_passes.checks.numerics import ReferenceRun, buffer_params, symbolic_sizes
 
 
 @dataclass

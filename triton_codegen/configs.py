@@ -8,7 +8,7 @@ axes of a tl.dot keep tl.dot's minimum (tile_contract.LIMITS); tiles never excee
 from __future__ import annotations
 
 from lowering.tile_ir import Const, Dot, Loop, TileKernel
-from tir_passes.tile_contract import LIMITS
+from tir_passes.contracts.tile_contract import LIMITS
 
 from .search_space import block_size_allowed
 

@@ -34,7 +34,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from lowering.tile_ir import Binary, Const, Load, Scalar, Store, TileAccess, TileKernel
-from tir_passes.nest import element_bytes, python_name
+from tir_passes.infra.dtypes import element_bytes
+from tir_passes.infra.names import python_name
 
 MAX_RANK = 5           # TMA describes tensors of at most 5 dimensions
 TMA_ALIGNMENT = 16     # bytes: strides, base addresses and (measured) the rows' start along the last axis

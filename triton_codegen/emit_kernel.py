@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from lowering.accesses import pointer_name, stride_name
+from tir_passes.infra.names import pointer_name, stride_name
 from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Expr, Load,
                               Loop, Reduce, Reg, Scalar, Scan, SelectCombine, Store, TileKernel, Unary, Where)
-from tir_passes.nest import python_name
+from tir_passes.infra.names import python_name
 
 from .descriptors import Descriptor, DescriptorPlan
 from .source import Source

@@ -4,7 +4,7 @@ It reads three things:
 - the kernel's tile summary (`summarize(program)`, emitted into every module as TILE_SUMMARY, so
   a GPU machine without TVM has it): the grid, the tile axes, every load and store site with the
   loops around it, every tl.dot, the buffers touched, as formulas of block sizes and shape sizes;
-- the GPU spec table (tir_passes/gpu_specs.py);
+- the GPU spec table (tir_passes/contracts/gpu_specs.py);
 - the registers, spills and shared memory Triton reports for the compiled kernel (ahead of time
   on the CPU, `aot_resources`, or from a launch on the GPU), else `estimate_resources`.
 
@@ -33,7 +33,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tir_passes.gpu_specs import GpuSpec
+from tir_passes.contracts.gpu_specs import GpuSpec
 
 LAUNCH_SECONDS = 5e-6          # a kernel's launch, ramp-up and drain as CUDA events see it (H200: the
                                # bandwidth-bound rows of docs/benchmarks.md run 5-7 µs over their bytes)
@@ -78,7 +78,7 @@ def summarize(program) -> dict[str, dict]:
 
 def _summarize_kernel(program, kernel) -> dict:
     from lowering.tile_ir import Dot, Load, Loop, Store
-    from tir_passes.tile_contract import LIMITS  # runs where the program is compiled, with TVM
+    from tir_passes.contracts.tile_contract import LIMITS  # runs where the program is compiled, with TVM
 
     dot_axes = set()
     accesses, dots, has_loop = [], [], False

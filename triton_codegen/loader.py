@@ -11,8 +11,9 @@ import importlib.util
 import os
 import sys
 import tempfile
-from contextlib import contextmanager
 from types import ModuleType
+
+from .environment import triton_mode
 
 _CACHE_DIR = os.path.join(tempfile.gettempdir(), "tir-triton-modules")
 
@@ -26,21 +27,6 @@ def module_path(source: str, name: str, directory: str | None = None) -> str:
         with open(path, "w") as handle:
             handle.write(source)
     return path
-
-
-@contextmanager
-def triton_mode(interpret: bool):
-    """TRITON_INTERPRET as `interpret` says, restored afterwards (Triton reads it when a kernel is
-    decorated and, in the interpreter, again at launch)."""
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
 
 
 def triton_library_interpreted() -> bool:

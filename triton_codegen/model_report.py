@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lowering.accesses import stride_name
-from tir_passes.gpu_specs import gpu_spec
+from tir_passes.infra.names import stride_name
+from tir_passes.contracts.gpu_specs import gpu_spec
 
 from .aot import compile_ahead_of_time
 from .hardware_model import Prediction, Resources, evaluate, predict, runnable, summarize

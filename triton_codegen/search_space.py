@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from tir_passes.gpu_specs import GpuSpec
+from tir_passes.contracts.gpu_specs import GpuSpec
 
 from .hardware_model import Prediction, UnknownValue, estimate_resources, evaluate, predict, runnable
 

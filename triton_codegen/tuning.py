@@ -17,9 +17,10 @@ import tempfile
 from typing import Callable
 
 from tir_passes.errors import FrontendError
-from tir_passes.gpu_specs import GpuSpec, gpu_for_device, gpu_spec
+from tir_passes.contracts.gpu_specs import GpuSpec, gpu_for_device, gpu_spec
 
 from . import tuning_cache
+from .environment import gpu_worker_environment
 from .loader import import_module
 from .runtime_support import shape_text, shape_value
 from .search_space import MAX_SPACE, kernel_space
@@ -166,7 +167,7 @@ def tune_modules(paths: list[str], gpus: list[int], options: list[str],
         workers = []
         for gpu, share in plan_workers(paths, gpus):
             out = os.path.join(folder, f"gpu{gpu}.json")
-            env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+            env = gpu_worker_environment(gpu)
             workers.append((gpu, out, subprocess.Popen(command(share, out, options), env=env)))
         reports: dict[str, dict] = {}
         failed = []

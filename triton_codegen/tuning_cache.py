@@ -17,11 +17,13 @@ import json
 import os
 import re
 
+from .environment import tuning_cache_dir
+
 FORMAT = 1
 
 
 def cache_dir() -> str:
-    return os.environ.get("TIR_TRITON_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tir-triton", "tuning")
+    return tuning_cache_dir()
 
 
 def source_hash(module) -> str:

@@ -17,7 +17,7 @@ from tvm.script import tirx as T
 
 from catalogue_programs import undefined_variable_func
 from tir_passes import FrontendError, UnsupportedConstructError
-from tir_passes.frontend import load_target
+from tir_passes.infra.frontend import load_target
 from triton_codegen import check_against_tvm, compile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -102,7 +102,7 @@ from tvm.script import tirx as T
 
 from tir_passes import CHECKS, run_pipeline
 from tir_passes.errors import TirTritonError
-from tir_passes.frontend import as_module
+from tir_passes.infra.frontend import as_module
 from triton_codegen import compile
 
 
@@ -207,7 +207,7 @@ def test_08_while_loop_is_refused_before_any_pass(monkeypatch):
     def no_pipeline(*args, **kwargs):
         pytest.fail("a pass ran")
 
-    monkeypatch.setattr(sys.modules["triton_codegen.compile"], "run_pipeline", no_pipeline)
+    monkeypatch.setattr(sys.modules["triton_codegen.driver"], "run_pipeline", no_pipeline)
     with pytest.raises(UnsupportedConstructError, match=r"test_a_frontend.py:\d+: a data-dependent while loop cannot "
                                                         r"become a Triton kernel.*supported statements: for loops"):
         compile(countdown)

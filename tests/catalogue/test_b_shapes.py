@@ -11,10 +11,10 @@ from tvm.script import tirx as T
 
 from catalogue_programs import row_sum, scale, scale_rows
 from tir_passes import LaunchError, UnsupportedConstructError
-from tir_passes.bank_conflict_free_tiling import padded_layout_problems
-from tir_passes.gpu_specs import GpuSpec
-from tir_passes.layout_proofs import bijection_problems
-from tir_passes.tile_sizes import PIPELINE_STAGES, contraction_sizes
+from tir_passes.passes.bank_conflict_free_tiling import padded_layout_problems
+from tir_passes.contracts.gpu_specs import GpuSpec
+from tir_passes.analyses.layout_proofs import bijection_problems
+from tir_passes.passes.tile_sizes import PIPELINE_STAGES, contraction_sizes
 from triton_codegen import check_against_tvm, compile
 
 

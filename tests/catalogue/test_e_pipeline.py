@@ -9,9 +9,9 @@ import tvm
 
 from catalogue_programs import scale
 from tir_passes import CHECKS, PassError, VerificationError, run_pipeline
-from tir_passes.frontend import as_module
-from tir_passes.pass_util import s_tir_pass
-from tir_passes.tiling import Tiling
+from tir_passes.infra.frontend import as_module
+from tir_passes.infra.pass_util import s_tir_pass
+from tir_passes.passes.tiling import Tiling
 from triton_codegen import compile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

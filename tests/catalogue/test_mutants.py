@@ -19,14 +19,14 @@ from tvm.script import tirx as T
 
 from catalogue_programs import floor_div, row_max, scale
 from tir_passes import CHECKS, VerificationError, run_pipeline
-from tir_passes import buffer_layout
-from tir_passes.bank_conflict_free_tiling import padded_layout_problems
-from tir_passes.buffer_layout import BufferLayout
-from tir_passes.frontend import as_module
-from tir_passes.pass_util import replace_block, s_tir_pass
-from tir_passes.tiling import Tiling
+from tir_passes.passes import buffer_layout
+from tir_passes.passes.bank_conflict_free_tiling import padded_layout_problems
+from tir_passes.passes.buffer_layout import BufferLayout
+from tir_passes.infra.frontend import as_module
+from tir_passes.infra.pass_util import replace_block, s_tir_pass
+from tir_passes.passes.tiling import Tiling
 from triton_codegen import check_against_tvm, compile
-from triton_codegen.compile import TritonKernel
+from triton_codegen.driver import TritonKernel
 from triton_codegen import emit_kernel
 
 

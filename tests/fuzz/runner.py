@@ -125,7 +125,7 @@ def write_program(program: Program, folder: str) -> str:
 
 
 def load_program(path: str):
-    from tir_passes.frontend import load_target
+    from tir_passes.infra.frontend import load_target
 
     return load_target(path)[0]["main"]
 
@@ -216,7 +216,7 @@ def classify(err: BaseException, func, sizes: dict[str, int]) -> tuple[str, str]
 
 
 def _reference_builds(func, sizes: dict[str, int]) -> bool:
-    from tir_passes.numerics import ReferenceRun
+    from tir_passes.checks.numerics import ReferenceRun
 
     try:
         ReferenceRun.of(func, sizes=sizes or None)
@@ -228,7 +228,7 @@ def _reference_builds(func, sizes: dict[str, int]) -> bool:
 def ill_conditioned(program: Program, func, work_dir: str) -> str | None:
     """Where TVM's build of `program` is off at its outputs' tolerances (compared with a build
     with float32 made float64, on the same data), or None when it is within a tenth of them."""
-    from tir_passes.numerics import (
+    from tir_passes.checks.numerics import (
         TOLERANCES,
         ReferenceRun,
         build_llvm,

@@ -14,14 +14,14 @@ import torch
 from tvm import s_tir
 from tvm.script import tirx as T
 
-from gluon_codegen import GluonKernel
-from gluon_codegen.aot import compile_modules
-from gluon_codegen.bank_check import gluon_counts_of
+from triton_codegen.gluon import GluonKernel
+from triton_codegen.gluon.aot import compile_modules
+from triton_codegen.gluon.bank_check import gluon_counts_of
 from matmul import make_matmul
 from shared_memory import schedule_matmul, schedule_matmul_tensor_core, schedule_transpose, schedule_transpose_vectorized
-from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling
+from tir_passes.passes.bank_conflict_free_tiling import BankConflictFreeTiling
 from tir_passes.errors import LaunchError, UnsupportedConstructError
-from tir_passes.shared_layout import UNCHANGED
+from tir_passes.contracts.shared_layout import UNCHANGED
 from transpose import make_transpose
 from triton_codegen import compile
 

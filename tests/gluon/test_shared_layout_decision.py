@@ -1,4 +1,4 @@
-"""BankConflictFreeTiling's typed decision (tir_passes/shared_layout.py): its round trip through the
+"""BankConflictFreeTiling's typed decision (tir_passes/contracts/shared_layout.py): its round trip through the
 IR, its address functions, and how the pass chooses between padding, XOR swizzles and the
 tensor-core layout."""
 
@@ -10,9 +10,9 @@ from tvm import s_tir
 
 from matmul import make_matmul
 from shared_memory import schedule_matmul_tensor_core, schedule_transpose, schedule_transpose_vectorized
-from tir_passes.bank_conflict_free_tiling import GLUON_LAYOUTS, BankConflictFreeTiling, as_issued, choose_layout
-from tir_passes.bank_conflicts import analyze, wavefronts_under
-from tir_passes.shared_layout import KEY, Counts, SharedLayoutDecision, SharedLayoutError, decision_of
+from tir_passes.passes.bank_conflict_free_tiling import GLUON_LAYOUTS, BankConflictFreeTiling, as_issued, choose_layout
+from tir_passes.analyses.bank_conflicts import analyze, wavefronts_under
+from tir_passes.contracts.shared_layout import KEY, Counts, SharedLayoutDecision, SharedLayoutError, decision_of
 from transpose import make_transpose
 
 

@@ -8,11 +8,11 @@ from tvm import s_tir
 from tvm.script import tirx as T
 
 from helpers import compile_and_check
-from tir_passes.gpu_specs import gpu_spec
-from tir_passes.pass_util import replace_block
-from tir_passes.tile_contract import SCAN_KEY, scan_mark
-from tir_passes.tiling import tile_function
-from tir_passes.verify_contract import check_contract
+from tir_passes.contracts.gpu_specs import gpu_spec
+from tir_passes.infra.pass_util import replace_block
+from tir_passes.contracts.tile_contract import SCAN_KEY, scan_mark
+from tir_passes.passes.tiling import tile_function
+from tir_passes.checks.verify_contract import check_contract
 
 
 @T.prim_func(s_tir=True)

@@ -12,7 +12,7 @@ from tvm.script import tirx as T
 from helpers import compile_and_check
 from lowering.tile_ir import CombineAssign, Loop
 from tir_passes import UnsupportedConstructError
-from tir_passes.numerics import build_llvm, run_built
+from tir_passes.checks.numerics import build_llvm, run_built
 from triton_codegen import compile
 
 

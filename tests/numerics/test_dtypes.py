@@ -14,7 +14,7 @@ from tvm.script import tirx as T
 
 from helpers import compile_and_check
 from tir_passes import UnsupportedConstructError
-from tir_passes.numerics import ReferenceRun
+from tir_passes.checks.numerics import ReferenceRun
 
 
 @T.prim_func(s_tir=True)

@@ -11,7 +11,7 @@ from tvm.script import tirx as T
 
 from helpers import compile_and_check
 from lowering.tile_ir import Load, Loop
-from tir_passes.numerics import ReferenceRun, index_ranges, make_inputs, specialize_shapes
+from tir_passes.checks.numerics import ReferenceRun, index_ranges, make_inputs, specialize_shapes
 from triton_codegen import compile
 
 

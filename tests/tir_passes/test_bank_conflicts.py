@@ -4,9 +4,9 @@ import pytest
 import tvm
 
 from tir_passes import CHECKS, run_pipeline
-from tir_passes import bank_conflict_free_tiling
-from tir_passes.bank_conflict_free_tiling import BankConflictFreeTiling, padded_layout, padded_layout_problems
-from tir_passes.bank_conflicts import analyze, count_wavefronts
+from tir_passes.passes import bank_conflict_free_tiling
+from tir_passes.passes.bank_conflict_free_tiling import BankConflictFreeTiling, padded_layout, padded_layout_problems
+from tir_passes.analyses.bank_conflicts import analyze, count_wavefronts
 
 from matmul import make_matmul as _make_matmul
 from shared_memory import schedule_matmul, schedule_transpose

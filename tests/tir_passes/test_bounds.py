@@ -5,14 +5,14 @@ import tvm
 from tvm import tirx
 from tvm.script import tirx as T
 
-from tir_passes import verify
-from tir_passes.gpu_specs import gpu_spec
-from tir_passes.path_conditions import cases
-from tir_passes.tiling import tile_function
+from tir_passes.checks import bounds
+from tir_passes.contracts.gpu_specs import gpu_spec
+from tir_passes.analyses.path_conditions import cases
+from tir_passes.passes.tiling import tile_function
 
 
 def _problems(func) -> list[str]:
-    return verify.check_bounds(tvm.IRModule({"main": func}))
+    return bounds.check_bounds(tvm.IRModule({"main": func}))
 
 
 @T.prim_func(s_tir=True)
@@ -69,7 +69,7 @@ def test_shifted_read_is_still_caught():
                 vi = T.axis.spatial(64, i)
                 B[vi] = A[vi + 1]
 
-    report = verify.func_bounds_report(shifted)
+    report = bounds.func_bounds_report(shifted)
     assert [p.access for p in report.problems] == ["A[vi + 1]"]
     assert report.guarded == ()
 
@@ -131,15 +131,15 @@ def test_select_loads_must_be_in_bounds_unconditionally():
 
 
 def test_data_dependent_index_is_guarded_not_a_problem():
-    report = verify.func_bounds_report(embedding)
+    report = bounds.func_bounds_report(embedding)
     assert report.problems == ()
     assert [(g.access, g.dimension, g.index) for g in report.guarded] == [("table[ids[vi], vj]", 0, "ids[vi]")]
-    guarded = verify.guarded_accesses(tvm.IRModule({"main": embedding}))
+    guarded = bounds.guarded_accesses(tvm.IRModule({"main": embedding}))
     assert len(guarded) == 1 and "guarded at run time" in guarded[0]
 
 
 def test_assumed_range_proves_the_gather():
-    report = verify.func_bounds_report(embedding_assumed)
+    report = bounds.func_bounds_report(embedding_assumed)
     assert report.problems == () and report.guarded == ()
     assert "table[ids[vi], vj]" in report.proven
 
@@ -147,7 +147,7 @@ def test_assumed_range_proves_the_gather():
 def test_assumption_survives_tiling():
     """After Tiling the block has a tail predicate; the fact holds under it and still applies."""
     tiled = tile_function(embedding_assumed, gpu_spec("H200"))
-    report = verify.func_bounds_report(tiled)
+    report = bounds.func_bounds_report(tiled)
     assert report.problems == () and report.guarded == ()
 
 
@@ -160,7 +160,7 @@ def test_assumption_that_does_not_cover_the_table_leaves_the_gather_guarded():
                 T.assume(0 <= ids[vi] and ids[vi] < 54)
                 Out[vi, vj] = table[ids[vi], vj]
 
-    assert len(verify.func_bounds_report(loose).guarded) == 1
+    assert len(bounds.func_bounds_report(loose).guarded) == 1
 
 
 def test_assumption_under_an_if_is_not_used_elsewhere():
@@ -174,7 +174,7 @@ def test_assumption_under_an_if_is_not_used_elsewhere():
                     T.assume(0 <= ids[vi] and ids[vi] < 53)
                 Out[vi, vj] = table[ids[vi], vj]
 
-    assert len(verify.func_bounds_report(partial).guarded) == 1
+    assert len(bounds.func_bounds_report(partial).guarded) == 1
 
 
 def test_cases_negate_integer_comparisons_and_split_disjunctions():

@@ -4,8 +4,8 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 from helpers import assert_rewrites, compile_and_check
-from tir_passes import buffer_layout
-from tir_passes.buffer_layout import BufferLayout, permutation_map
+from tir_passes.passes import buffer_layout
+from tir_passes.passes.buffer_layout import BufferLayout, permutation_map
 
 
 @I.ir_module

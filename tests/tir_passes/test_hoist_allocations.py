@@ -3,7 +3,7 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 from helpers import assert_rewrites
-from tir_passes.hoist_allocations import HoistAllocations
+from tir_passes.passes.hoist_allocations import HoistAllocations
 
 
 def test_alloc_buffer_statement_becomes_root_allocation():

@@ -8,10 +8,10 @@ from tvm import te, tirx
 
 from helpers import compile_and_check
 from tir_passes import CHECKS, VerificationError, run_pipeline
-from tir_passes.frontend import as_module
-from tir_passes.input_checks import input_round_trip
-from tir_passes.pass_util import s_tir_pass
-from tir_passes.tiling import Tiling
+from tir_passes.infra.frontend import as_module
+from tir_passes.checks.input_checks import input_round_trip
+from tir_passes.infra.pass_util import s_tir_pass
+from tir_passes.passes.tiling import Tiling
 
 
 def int64_scale():

@@ -3,8 +3,8 @@
 import pytest
 from tvm import tirx
 
-from tir_passes.buffer_layout import permutation_map
-from tir_passes.layout_proofs import bijection_problems, injection_problems
+from tir_passes.passes.buffer_layout import permutation_map
+from tir_passes.analyses.layout_proofs import bijection_problems, injection_problems
 
 
 def _index_map(fn, ndim):

@@ -4,8 +4,8 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 from helpers import assert_rewrites, compile_and_check
-from tir_passes.loop_fusion import LoopFusion
-from tir_passes.pass_util import top_level_statements
+from tir_passes.passes.loop_fusion import LoopFusion
+from tir_passes.infra.pass_util import top_level_statements
 
 
 def test_elementwise_producer_is_inlined_with_its_reason():

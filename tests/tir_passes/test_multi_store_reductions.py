@@ -8,12 +8,12 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 from helpers import assert_rewrites
-from tir_passes.dependence import carried_dependences
-from tir_passes.gpu_specs import gpu_spec
-from tir_passes.loop_fusion import LoopFusion
-from tir_passes.nest import loops_under
-from tir_passes.pass_util import top_level_statements
-from tir_passes.tiling_plan import plan_kernel
+from tir_passes.analyses.dependence import carried_dependences
+from tir_passes.contracts.gpu_specs import gpu_spec
+from tir_passes.passes.loop_fusion import LoopFusion
+from tir_passes.analyses.nest import loops_under
+from tir_passes.infra.pass_util import top_level_statements
+from tir_passes.passes.tiling_plan import plan_kernel
 
 
 def _reduction_loop_dependences(func):

@@ -2,7 +2,7 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 from helpers import assert_rewrites
-from tir_passes.normalize_loop_starts import NormalizeLoopStarts
+from tir_passes.passes.normalize_loop_starts import NormalizeLoopStarts
 
 
 def test_offset_loop_starts_at_zero():

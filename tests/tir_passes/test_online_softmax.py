@@ -8,11 +8,11 @@ from tvm.script import tirx as T
 
 from helpers import assert_rewrites, compile_and_check
 from softmax import make_softmax
-from tir_passes.online_contract import DECISIONS_KEY
-from tir_passes.online_softmax import OnlineSoftmax
-from tir_passes.pass_util import root_block, top_level_statements
+from tir_passes.contracts.online_contract import DECISIONS_KEY
+from tir_passes.passes.online_softmax import OnlineSoftmax
+from tir_passes.infra.pass_util import root_block, top_level_statements
 from tir_passes.pipeline import CHECKS, run_pipeline
-from tir_passes.verify_contract import check_contract
+from tir_passes.checks.verify_contract import check_contract
 
 
 @I.ir_module

@@ -6,9 +6,9 @@ import pytest
 import tvm
 
 from tir_passes import FrontendError, default_pipeline, pass_names, run_pipeline
-from tir_passes import dump
-from tir_passes.frontend import as_module
-from tir_passes.remove_unit_loops import RemoveUnitLoops
+from tir_passes.infra import dump
+from tir_passes.infra.frontend import as_module
+from tir_passes.passes.remove_unit_loops import RemoveUnitLoops
 
 from softmax import softmax
 

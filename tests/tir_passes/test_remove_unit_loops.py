@@ -2,7 +2,7 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 from helpers import assert_rewrites
-from tir_passes.remove_unit_loops import RemoveUnitLoops
+from tir_passes.passes.remove_unit_loops import RemoveUnitLoops
 
 
 def test_unit_loop_is_inlined():

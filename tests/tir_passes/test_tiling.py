@@ -6,13 +6,13 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 from helpers import assert_rewrites, compile_and_check
-from tir_passes.gpu_specs import gpu_spec
-from tir_passes.nest import perfect_nest
-from tir_passes.pass_util import top_level_statements
-from tir_passes.tile_contract import dot_mark, kernel_tile, loop_tile
-from tir_passes.tile_sizes import contraction_sizes
-from tir_passes.tiling import Tiling, tile_function
-from tir_passes.tiling_plan import plan_kernel
+from tir_passes.contracts.gpu_specs import gpu_spec
+from tir_passes.analyses.nest import perfect_nest
+from tir_passes.infra.pass_util import top_level_statements
+from tir_passes.contracts.tile_contract import dot_mark, kernel_tile, loop_tile
+from tir_passes.passes.tile_sizes import contraction_sizes
+from tir_passes.passes.tiling import Tiling, tile_function
+from tir_passes.passes.tiling_plan import plan_kernel
 
 
 def test_elementwise_nest_gets_grid_and_tile_loops():
@@ -237,7 +237,7 @@ def test_fused_sub_nests_share_one_axis_by_name():
     from softmax import make_softmax
 
     from tir_passes.pipeline import default_pipeline, run_pipeline
-    from tir_passes.frontend import as_module
+    from tir_passes.infra.frontend import as_module
 
     tiled = run_pipeline(as_module(make_softmax(67, 45)), default_pipeline()).module["main"]
     stmt = top_level_statements(tiled)[0]

@@ -11,12 +11,12 @@ from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
 from tir_passes import VerificationError, run_pipeline
-from tir_passes.frontend import as_module
-from tir_passes.pass_util import replace_block, s_tir_pass
+from tir_passes.infra.frontend import as_module
+from tir_passes.infra.pass_util import replace_block, s_tir_pass
 from tir_passes.pipeline import CHECKS
-from tir_passes.tiling import Tiling, tile_function
-from tir_passes.gpu_specs import gpu_spec
-from tir_passes import verify
+from tir_passes.passes.tiling import Tiling, tile_function
+from tir_passes.contracts.gpu_specs import gpu_spec
+from tir_passes.checks import bounds
 
 
 @T.prim_func(s_tir=True)
@@ -111,7 +111,7 @@ def test_bounds_report_names_the_access_and_line():
                 vi = T.axis.spatial(64, i)
                 B[vi] = A[vi + 1]
 
-    problems = verify.unproven_accesses(shifted)
+    problems = bounds.unproven_accesses(shifted)
     assert len(problems) == 1
     assert problems[0].access == "A[vi + 1]" and problems[0].block == "B"
     assert problems[0].line is not None and "A[vi + 1]" in shifted.script().splitlines()[problems[0].line - 1]
@@ -128,8 +128,8 @@ def test_symbolic_bounds_are_proven():
                 vi, vj = T.axis.remap("SS", [i, j])
                 B[vi, vj] = A[vi, vj] * T.float32(0.5)
 
-    assert verify.unproven_accesses(scale) == []
-    assert verify.unproven_accesses(tile_function(scale, gpu_spec("H200"))) == []
+    assert bounds.unproven_accesses(scale) == []
+    assert bounds.unproven_accesses(tile_function(scale, gpu_spec("H200"))) == []
 
 
 def test_reproducer_reproduces(tmp_path):

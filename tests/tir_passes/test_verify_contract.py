@@ -7,11 +7,11 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
-from tir_passes.gpu_specs import gpu_spec
-from tir_passes.pass_util import replace_block
-from tir_passes.tile_contract import DOT_KEY, KERNEL_KEY, LOOP_KEY
-from tir_passes.tiling import tile_function
-from tir_passes.verify_contract import check_contract
+from tir_passes.contracts.gpu_specs import gpu_spec
+from tir_passes.infra.pass_util import replace_block
+from tir_passes.contracts.tile_contract import DOT_KEY, KERNEL_KEY, LOOP_KEY
+from tir_passes.passes.tiling import tile_function
+from tir_passes.checks.verify_contract import check_contract
 
 
 @T.prim_func(s_tir=True)

@@ -6,8 +6,8 @@ import pytest
 from tvm.script import tirx as T
 
 from helpers import compile_and_check
-from tir_passes.online_contract import DECISIONS_KEY
-from tir_passes.pass_util import root_block
+from tir_passes.contracts.online_contract import DECISIONS_KEY
+from tir_passes.infra.pass_util import root_block
 
 from attention import make_attention
 from matmul import make_matmul

@@ -15,7 +15,7 @@ from triton_codegen.gpu_timing import assigned
 from triton_codegen.hardware_model import (LAUNCH_SECONDS, Resources, estimate_resources, occupancy, predict,
                                            runnable, summarize)
 from triton_codegen.search_space import kernel_space
-from tir_passes.gpu_specs import gpu_for_device, gpu_spec
+from tir_passes.contracts.gpu_specs import gpu_for_device, gpu_spec
 
 H200 = gpu_spec("H200")
 

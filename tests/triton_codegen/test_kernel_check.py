@@ -13,7 +13,7 @@ from tir_passes import VerificationError
 from triton_codegen import compile
 from triton_codegen.check import CANARY_ELEMENTS, canaries
 
-compile_module = importlib.import_module("triton_codegen.compile")  # the package exports the function
+compile_module = importlib.import_module("triton_codegen.driver")  # the package exports the function
 
 
 @T.prim_func(s_tir=True)

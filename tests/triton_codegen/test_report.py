@@ -16,7 +16,7 @@ from matmul import make_matmul
 from softmax import make_softmax
 from tir_passes import default_pipeline, pass_names
 from tir_passes.errors import FrontendError
-from tir_passes.gpu_specs import gpu_spec
+from tir_passes.contracts.gpu_specs import gpu_spec
 from triton_codegen import compile
 from triton_codegen.cli import main
 from triton_codegen.report.code import highlighted_lines, python_lexer, side_by_side, tile_program_lexer

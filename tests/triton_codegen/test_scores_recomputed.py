@@ -1,15 +1,15 @@
 """softmax(Q·Kᵀ) with the probabilities written is one kernel at any row length: OnlineSoftmax
 streams the scores for the row statistics, LoopFusion recomputes them for the normalize pass
-(tir_passes/recompute.py) instead of a round trip through memory, and both walks are tl.dots."""
+(tir_passes/analyses/recompute.py) instead of a round trip through memory, and both walks are tl.dots."""
 
 import pytest
 from tvm.script import tirx as T
 
 from helpers import compile_and_check
-from tir_passes.pass_util import root_block
-from tir_passes.gpu_specs import gpu_spec
-from tir_passes.recompute import worth_recomputing
-from tir_passes.tile_sizes import rows_filling_the_gpu
+from tir_passes.infra.pass_util import root_block
+from tir_passes.contracts.gpu_specs import gpu_spec
+from tir_passes.analyses.recompute import worth_recomputing
+from tir_passes.passes.tile_sizes import rows_filling_the_gpu
 from triton_codegen import compile
 
 from attention_scores import make_attention_scores

@@ -1,4 +1,4 @@
-"""Tile windows (tir_passes/tile_window.py): attention whose mask keeps a band of keys per query
+"""Tile windows (tir_passes/analyses/tile_window.py): attention whose mask keeps a band of keys per query
 visits only the key tiles a row tile needs (causal: up to the diagonal), as a typed decision the
 contract check verifies; the kernel matches TVM at every block size, including rows with nothing
 unmasked (NaN as in TIR) and leading masked keys (the online sums restart)."""
@@ -10,11 +10,11 @@ from tvm.script import tirx as T
 
 from helpers import compile_and_check
 from tir_passes import CHECKS, VerificationError, run_pipeline
-from tir_passes.frontend import as_module
-from tir_passes.pass_util import s_tir_pass
-from tir_passes.tile_contract import LOOP_KEY, TileWindow, loop_tile
-from tir_passes.tile_window import _evaluate
-from tir_passes.tiling import Tiling
+from tir_passes.infra.frontend import as_module
+from tir_passes.infra.pass_util import s_tir_pass
+from tir_passes.contracts.tile_contract import LOOP_KEY, TileWindow, loop_tile
+from tir_passes.analyses.tile_window import _evaluate
+from tir_passes.passes.tiling import Tiling
 from triton_codegen import check_against_tvm, compile
 
 from attention import make_attention

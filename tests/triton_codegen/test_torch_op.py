@@ -75,7 +75,7 @@ def gelu_op():
     return compile(make_matmul_bias_gelu(37, 29, 21), verify=False).as_torch_op("tirtest::matmul_bias_gelu")
 
 
-DEPTH = 1024   # Q·Kᵀ this deep is not recomputed (tir_passes/recompute.py): two kernels
+DEPTH = 1024   # Q·Kᵀ this deep is not recomputed (tir_passes/analyses/recompute.py): two kernels
 
 
 @pytest.fixture(scope="module")

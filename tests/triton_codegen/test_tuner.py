@@ -20,7 +20,7 @@ from triton_codegen.search_space import KernelSpace
 from triton_codegen.tuner import BUDGET, confirm, search, tune
 from triton_codegen.tuning import module_spaces, plan_workers, tune_module, tune_modules
 from tir_passes.errors import FrontendError
-from tir_passes.gpu_specs import gpu_spec
+from tir_passes.contracts.gpu_specs import gpu_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import tvm
 from tvm import tirx
 
-from tir_passes.nest import loops_under, realizes_under
-from tir_passes.pass_util import root_block, top_level_statements
-from tir_passes.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark,
+from tir_passes.analyses.nest import loops_under, realizes_under
+from tir_passes.infra.pass_util import root_block, top_level_statements
+from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark,
                                       dot_mark, kernel_tile, loop_tile, scan_mark)
 
 # written by loop_fusion.py, buffer_layout.py and bank_conflict_free_tiling.py

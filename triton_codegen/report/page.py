@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import jinja2
 from markupsafe import Markup
 
-from tir_passes import dump
+from tir_passes.infra import dump
 from tir_passes.errors import FrontendError
-from tir_passes.frontend import load_target, split_target
-from tir_passes.gpu_specs import gpu_spec
+from tir_passes.infra.frontend import load_target, split_target
+from tir_passes.contracts.gpu_specs import gpu_spec
 from tir_passes.pipeline import CHECKS
 
-from ..compile import TritonKernel, compile
+from ..driver import TritonKernel, compile
 from ..emit_module import VERSION
 from .code import (CODE_CLASS, SideBySide, highlight_css, highlighted_lines, python_lexer, side_by_side,
                    tile_program_lexer)

@@ -4,7 +4,7 @@ Results are the JSON lists benchmarks/run_gpu.py writes (benchmarks/results/*.js
 `name`, `default_ms` (and `tuned_ms`), `bytes` (floor bytes: each input read once, each output
 written once) and `flops`. Entries without those fields (other kinds of result) are skipped.
 The roofline's ceilings are the GPU's measured copy bandwidth (the datasheet bandwidth where none
-was measured) and its dense fp16 tensor-core peak, from tir_passes/gpu_specs.py.
+was measured) and its dense fp16 tensor-core peak, from tir_passes/contracts/gpu_specs.py.
 
 The plot is matplotlib's, drawn on a bare `Figure` (Agg, no pyplot state, no display) and saved
 as PNG without metadata: the same result gives the same bytes.
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from tir_passes.errors import FrontendError
-from tir_passes.gpu_specs import GpuSpec
+from tir_passes.contracts.gpu_specs import GpuSpec
 
 _FIELDS = ("name", "default_ms", "bytes", "flops")
 

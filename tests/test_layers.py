@@ -1,0 +1,156 @@
+"""The import graph of the packages as a test: no cycles, and no arrow against the layers.
+
+Every `import` counts, also those inside functions (a deferred import is still a dependence).
+Layers, lowest first; a module may import its own layer and the ones below:
+
+| layer | modules |
+| --- | --- |
+| 0 | `tir_passes.errors` |
+| 1 | `tir_passes.infra` |
+| 2 | `tir_passes.contracts` |
+| 3 | `tir_passes.analyses` |
+| 4 | `tir_passes.passes`, `tir_passes.checks` |
+| 5 | `tir_passes.pipeline`, `tir_passes` |
+| 6 | `lowering` (reads contracts and analyses, never a pass or a check) |
+| 7 | `triton_codegen` |
+
+The runtime side of `triton_codegen` (what a saved module, its tuner and the hardware model need on
+a GPU machine without TVM) is checked by importing it with TVM blocked.
+"""
+
+import ast
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("tir_passes", "lowering", "triton_codegen")
+
+LAYERS = [
+    ("tir_passes.errors", 0), ("tir_passes.infra", 1), ("tir_passes.contracts", 2), ("tir_passes.analyses", 3),
+    ("tir_passes.passes", 4), ("tir_passes.checks", 4), ("tir_passes.pipeline", 5), ("tir_passes", 5),
+    ("lowering", 6), ("triton_codegen", 7),
+]
+
+# What runs where TVM is not installed: the tuner, the hardware model, the loader, the torch-op support.
+TVM_FREE = [
+    "triton_codegen.environment", "triton_codegen.loader", "triton_codegen.runtime_support",
+    "triton_codegen.torch_op_support", "triton_codegen.hardware_model", "triton_codegen.model_report",
+    "triton_codegen.tuner", "triton_codegen.tuning", "triton_codegen.tuning_cache", "triton_codegen.search_space",
+    "triton_codegen.gpu_timing", "triton_codegen.writeback", "tir_passes.contracts.gpu_specs",
+]
+
+
+def _module_name(path: str) -> str:
+    rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+    return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def _sources() -> dict[str, str]:
+    found = {}
+    for package in PACKAGES:
+        for folder, _, files in os.walk(os.path.join(ROOT, package)):
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    found[_module_name(path)] = path
+    return found
+
+
+def _imports(module: str, path: str, known: set[str]) -> set[str]:
+    """The modules of ours that `module` imports, anywhere in its file."""
+    is_package = path.endswith("__init__.py")
+    base = module if is_package else module.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(open(path).read(), path)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                stem = f"{anchor}.{node.module}" if node.module else anchor
+            else:
+                stem = node.module
+            names = [stem] + [f"{stem}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+    return targets
+
+
+def _graph() -> dict[str, set[str]]:
+    sources = _sources()
+    known = set(sources)
+    return {module: _imports(module, path, known) for module, path in sorted(sources.items())}
+
+
+def _layer(module: str) -> int:
+    return max((rank for prefix, rank in LAYERS if module == prefix or module.startswith(prefix + ".")),
+               key=lambda rank: rank, default=7) if module != "tir_passes" else 5
+
+
+def _layer_of(module: str) -> int:
+    best = None
+    for prefix, rank in LAYERS:
+        if module == prefix or module.startswith(prefix + "."):
+            if best is None or len(prefix) > len(best[0]):
+                best = (prefix, rank)
+    return best[1]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, result = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                result.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return result
+
+
+def test_there_are_no_import_cycles():
+    cycles = _cycles(_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_module_imports_a_higher_layer():
+    against = [f"{module} (layer {_layer_of(module)}) imports {target} (layer {_layer_of(target)})"
+               for module, targets in _graph().items() for target in sorted(targets)
+               if _layer_of(target) > _layer_of(module)]
+    assert not against, "imports against the layers:\n" + "\n".join(against)
+
+
+def test_the_runtime_and_tuner_import_without_tvm():
+    """On the GPU machine there is no TVM: block it and import everything deployment needs."""
+    script = ("import sys\nsys.modules['tvm'] = None\nsys.modules['tvm_ffi'] = None\n"
+              + "".join(f"import {module}\n" for module in TVM_FREE)
+              + "import triton_codegen.cli\nprint('ok')\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -1,0 +1,302 @@
+"""The `contract` check: the tiling decisions in the IR are well formed and true of the IR.
+
+TVM's llvm build ignores annotations, so the numerics check cannot see a wrong decision; this
+check can. After every pass (a no-op before Tiling), for every kernel it verifies:
+
+- every decision parses (roles, power-of-two sizes, names);
+- program-id loops are the kernel's outermost loops, and neither they nor tile loops carry a
+  dependence (dependence.py); serial loops that carry one name the buffers (the program syncs);
+- a split tile loop runs `size` iterations, its outer loop ceil(extent / size), and every
+  predicate conjunct of a block under it that bounds `outer * size + inner` implies
+  `outer * size + inner < extent` (the tail, or a stricter condition of the user's, which the
+  kernel masks with as well); a whole tile covers its loop, whose extent is the tile's extent;
+- loops that name one axis are whole tiles of one block size and extent, never nested;
+- a tl.dot mark names tile axes (m, n, k) that are the block's M, N and K loops, each at least
+  tl.dot's minimum, on a block that is a contraction;
+- every value the kernel writes and reads again is in registers (and may be, by storage.py's
+  rule) or spilled through memory;
+- a serial loop with a TileWindow steps a tile axis, its rows are a tile axis split over program
+  ids around it, it runs from 0 to the window's stop at the default sizes
+  (tile_window.tir_window_range), and the masks prove a window at least as narrow
+  (tile_window.provable_window): the skipped tiles fold only identities.
+
+And, from OnlineSoftmax on (online_contract.py), in every kernel whether tiled or not: a block
+marked "online.shift" is a reduction over one axis that writes the shift and previous buffers it
+names; a block marked "online.rescale" names a shift block of the same nest, and both reduce
+along the same loop (a pass that moved them apart breaks the rescaling, which per element TIR
+does not show until the lowering folds tiles).
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import sym, tirx
+
+from tir_passes.analyses.dependence import carried_dependences
+from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, contraction_operands, loop_kind,
+                   loop_sites, realizes_under, written_buffers)
+from tir_passes.contracts.online_contract import online_rescale, online_shift
+from tir_passes.infra.pass_util import root_block, top_level_statements
+from tir_passes.analyses.storage import decide_storage
+from tir_passes.contracts.tile_contract import (GRID, LIMITS, SERIAL, TILE, ContractError, LoopTile, TileWindow, dot_mark, kernel_tile,
+                            loop_tile, scan_mark)
+from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
+
+PROOF = sym.ProofStrength.SYMBOLIC_BOUND
+
+
+def check_contract(mod: tvm.IRModule) -> list[str]:
+    problems: list[str] = []
+    for _, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
+        if isinstance(func, tirx.PrimFunc) and func.attrs is not None and bool(func.attrs.get("s_tir", False)):
+            params = {p.name for p in func.params if tirx.is_buffer_var(p)}
+            for index, stmt in enumerate(top_level_statements(func)):
+                problems += [f"kernel {index}: {p}" for p in _kernel_problems(stmt, params, root_block(func).body)]
+    return problems
+
+
+def _online_problems(stmt) -> list[str]:
+    try:
+        sites = [(realize, loops, online_shift(realize.block), online_rescale(realize.block))
+                 for realize, loops in block_sites(stmt)]
+    except ContractError as err:
+        return [str(err)]
+    problems, shifts = [], {}
+    for realize, loops, shift, _ in sites:
+        if shift is None:
+            continue
+        name = realize.block.name_hint
+        reduce = _reduce_loops(realize, loops)
+        written = {buf.name for buf in written_buffers(realize.block)}
+        if not reduce or not {shift.shift, shift.previous} <= written:
+            problems.append(f"online shift block {name}: it must reduce along a loop and write {shift.shift} and "
+                            f"{shift.previous}")
+            continue
+        shifts[(shift.shift, shift.previous)] = reduce
+    for realize, loops, _, rescale in sites:
+        if rescale is None:
+            continue
+        if shifts.get((rescale.shift, rescale.previous)) != _reduce_loops(realize, loops):
+            problems.append(f"online sum {realize.block.name_hint}: it must reduce along the loop of the block that "
+                            f"keeps {rescale.shift} and {rescale.previous}, in its nest")
+    return problems
+
+
+def _reduce_loops(realize, loops) -> tuple[int, ...]:
+    """The loops (by handle) that walk the block's reduction: one, or a split's two halves."""
+    return tuple(loop.loop_var.__chandle__() for loop in loops if loop_kind(loop, realize) == REDUCE)
+
+
+def _kernel_problems(stmt, params: set[str], body) -> list[str]:
+    online = _online_problems(stmt)
+    if online:
+        return online
+    loops = loop_sites(stmt)
+    try:
+        tiles = {loop.loop_var.__chandle__(): loop_tile(loop) for loop, _ in loops}
+        kernel = kernel_tile(stmt)
+        for realize in realizes_under(stmt):
+            dot_mark(realize.block), scan_mark(realize.block)
+    except ContractError as err:
+        return [str(err)]
+    if all(tile is None for tile in tiles.values()):
+        return []  # not tiled (yet)
+    problems = _grid_prefix(stmt, tiles)
+    analyzer = sym.Analyzer()
+    for loop, _ in loops:
+        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+    for loop, enclosing in loops:
+        tile = tiles[loop.loop_var.__chandle__()]
+        if tile is not None and tile.role == TILE:
+            problems += _tile_problems(analyzer, loop, tile, enclosing)
+        if tile is not None and tile.window is not None:
+            problems += _window_problems(analyzer, body, loop, tile.window, enclosing, loops, tiles, params)
+        problems += _dependence_problems(stmt, loop, tile, enclosing, tiles)
+    problems += _axis_problems(loops, tiles)
+    problems += _dot_problems(stmt, loops, tiles)
+    if kernel is not None:
+        problems += _storage_problems(stmt, kernel, loops, tiles)
+    return problems
+
+
+def _grid_prefix(stmt, tiles) -> list[str]:
+    outer, seen_other = [], False
+    for loop, _ in loop_sites(stmt):
+        tile = tiles[loop.loop_var.__chandle__()]
+        is_grid = tile is not None and tile.role == GRID
+        if is_grid and seen_other:
+            outer.append(f"grid loop {loop.loop_var.name} is inside a loop that is not a program id")
+        seen_other = seen_other or not is_grid
+    return outer
+
+
+def _tile_problems(analyzer: sym.Analyzer, loop: tirx.For, tile: LoopTile, enclosing) -> list[str]:
+    name = f"tile loop {loop.loop_var.name} (axis {tile.axis})"
+    if tile.outer is None:
+        if not analyzer.can_prove(loop.extent <= tile.size, PROOF):
+            return [f"{name}: a whole tile of {tile.size} does not cover the loop's {loop.extent} iterations"]
+        if not analyzer.can_prove(loop.extent == tile.extent, PROOF):
+            return [f"{name}: extent {tile.extent} is not the loop's extent {loop.extent}"]
+        return []
+    outer = next((l for l in reversed(enclosing) if l.loop_var.name == tile.outer), None)
+    if outer is None:
+        return [f"{name}: its outer loop {tile.outer} does not enclose it"]
+    problems = []
+    if not analyzer.can_prove(loop.extent == tile.size, PROOF):
+        problems.append(f"{name}: it runs {loop.extent} iterations, not its block size {tile.size}")
+    windowed = loop_tile(outer) is not None and loop_tile(outer).window is not None   # _window_problems checks it
+    if not windowed and not analyzer.can_prove(outer.extent == tirx.floordiv(tile.extent + tile.size - 1, tile.size),
+                                               PROOF):
+        problems.append(f"{name}: outer loop {outer.loop_var.name} runs {outer.extent} iterations, not "
+                        f"ceil({tile.extent} / {tile.size})")
+    position = outer.loop_var * tile.size + loop.loop_var
+    for realize in realizes_under(loop.body):
+        problems += _tail_problems(analyzer, name, realize, loop, position, tile, outer)
+    return problems
+
+
+def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, outer) -> list[str]:
+    """The block's predicate never lets the split axis run past the tile's extent: each conjunct
+    `outer * size + inner < E` implies `< extent` (the kernel masks at the extent and with every
+    conjunct, so a stricter one, a user's `j < 2`, is masked too)."""
+    tails = [c for c in conjuncts(realize.predicate)
+             if isinstance(c, tirx.LT) and analyzer.can_prove_equal(c.a, position)]
+    inside = position < tile.extent
+    if not tails:
+        if analyzer.can_prove(outer.extent * tile.size <= tile.extent, PROOF):
+            return []
+        return [f"{name}: block {realize.block.name_hint} has no tail predicate, but the extent {tile.extent} "
+                "leaves part of the last tile out"]
+    for tail in tails:
+        with analyzer.constraint_scope(tail):
+            within = analyzer.can_prove(inside, PROOF)
+        if not within:   # a stricter conjunct (the user's `j < 2`) is a condition the kernel masks with too
+            return [f"{name}: block {realize.block.name_hint}'s predicate `{tail}` lets iterations past "
+                    f"`{position} < {tile.extent}` run (the extent the kernel masks at)"]
+    return []
+
+
+def _window_problems(analyzer, body, loop: tirx.For, window: TileWindow, enclosing, loops, tiles, params) -> list[str]:
+    name = f"serial loop {loop.loop_var.name} (tile window)"
+    inner = next((l for l, around in loops if any(a.same_as(loop) for a in around) and _steps(tiles, l, loop)), None)
+    if inner is None:
+        return [f"{name}: it steps no tile axis"]
+    inner_tile = tiles[inner.loop_var.__chandle__()]
+    rows = window_loops(enclosing, tiles, window)
+    if rows is None:
+        return [f"{name}: rows {window.rows} are not a tile axis split over program ids around it"]
+    start, extent = tir_window_range(window, rows[0], rows[1], inner_tile.size, inner_tile.extent)
+    if not (analyzer.can_prove_equal(loop.min, start) and analyzer.can_prove_equal(loop.extent, extent)):
+        return [f"{name}: it runs from {loop.min} for {loop.extent} iterations, not the window's {start} for {extent}"]
+    proven, why = provable_window(WalkedAxis(loop, inner, inner_tile.size), enclosing, tiles, read_outside(body, loop),
+                                  params)
+    if proven is None:
+        return [f"{name}: the skipped tiles may fold more than identities: {why}"]
+    if proven.rows != window.rows or not (_covers(window.low, proven.low, -1) and _covers(window.high, proven.high, 1)):
+        return [f"{name}: the window {window} is narrower than the masks prove ({proven})"]
+    return []
+
+
+def _steps(tiles, inner: tirx.For, outer: tirx.For) -> bool:
+    """`outer` is the split's outer loop of tile loop `inner`."""
+    tile = tiles[inner.loop_var.__chandle__()]
+    return tile is not None and tile.role == TILE and tile.outer == outer.loop_var.name
+
+
+def _covers(decided: int | None, proven: int | None, side: int) -> bool:
+    """The decided bound lets through everything the proven one does (None: unbounded)."""
+    if decided is None:
+        return True
+    return proven is not None and decided * side >= proven * side
+
+
+def _in_registers(dependence, scans: dict[str, str]) -> bool:
+    """A scan block's dependence on its own output: the lowering carries it in registers."""
+    return dependence.blocks[0] == dependence.blocks[1] and scans.get(dependence.blocks[0]) == dependence.buffer
+
+
+def _dependence_problems(stmt, loop, tile: LoopTile | None, enclosing, tiles) -> list[str]:
+    role = tile.role if tile is not None else SERIAL
+    scans = {r.block.name_hint: mark.buffer for r in realizes_under(loop.body) if (mark := scan_mark(r.block))}
+    if role in (GRID, TILE):
+        found = [d for d in carried_dependences(stmt, loop) if role == GRID or not _in_registers(d, scans)]
+        return [f"{role} loop {loop.loop_var.name}: {d}" for d in found[:1]]
+    fixed = [l for l in enclosing if (t := tiles[l.loop_var.__chandle__()]) is None or t.role != TILE]
+    carried = {d.buffer for d in carried_dependences(stmt, loop, fixed) if not _in_registers(d, scans)}
+    missing = sorted(carried - set(tile.carries if tile is not None else ()))
+    if missing:
+        return [f"serial loop {loop.loop_var.name} carries a dependence through {', '.join(missing)} "
+                "that its decision does not name (the program would not sync)"]
+    return []
+
+
+def _axis_problems(loops, tiles) -> list[str]:
+    by_axis: dict[str, list[tuple[tirx.For, LoopTile, list]]] = {}
+    blocks: dict[str, str] = {}
+    problems = []
+    for loop, enclosing in loops:
+        tile = tiles[loop.loop_var.__chandle__()]
+        if tile is None or tile.role != TILE:
+            continue
+        by_axis.setdefault(tile.axis, []).append((loop, tile, enclosing))
+        if blocks.setdefault(tile.block, tile.axis) != tile.axis:
+            problems.append(f"axes {blocks[tile.block]} and {tile.axis} share the block constexpr {tile.block}")
+    for axis, members in by_axis.items():
+        if len(members) < 2:
+            continue
+        first = members[0][1]
+        for loop, tile, enclosing in members:
+            same = tile.whole and (tile.block, tile.size) == (first.block, first.size) \
+                and tvm_ffi.structural_equal(tile.extent, first.extent)
+            if not same:
+                problems.append(f"loop {loop.loop_var.name} names axis {axis} with another block, size or extent, "
+                                "or is not a whole tile")
+            if any(other.same_as(l) for other, _, _ in members for l in enclosing):
+                problems.append(f"loop {loop.loop_var.name} names axis {axis}, like a loop around it")
+    return problems
+
+
+def _dot_problems(stmt, loops, tiles) -> list[str]:
+    axes: dict[str, list[tirx.For]] = {}
+    for loop, _ in loops:
+        tile = tiles[loop.loop_var.__chandle__()]
+        if tile is not None and tile.role == TILE:
+            axes.setdefault(tile.axis, []).append(loop)
+    problems = []
+    for realize in realizes_under(stmt):
+        mark = dot_mark(realize.block)
+        if mark is None:
+            continue
+        name = f"tl.dot mark of block {realize.block.name_hint}"
+        operands = contraction_operands(realize.block)
+        if operands is None:
+            problems.append(f"{name}: the block is not a contraction X[..] += a * b")
+            continue
+        a_vars = operands[0].var_names
+        b_vars = operands[1].var_names
+        wanted = {"m": (SPATIAL, lambda it: it in a_vars and it not in b_vars),
+                  "n": (SPATIAL, lambda it: it in b_vars and it not in a_vars),
+                  "k": (REDUCE, lambda it: it in a_vars and it in b_vars)}
+        for role, axis in (("m", mark.m), ("n", mark.n), ("k", mark.k)):
+            kind, test = wanted[role]
+            drivers = [l for l in axes.get(axis, []) if bound_iter_var(realize, l.loop_var) is not None]
+            tile = tiles[drivers[0].loop_var.__chandle__()] if drivers else None
+            if not drivers or loop_kind(drivers[0], realize) != kind or not test(bound_iter_var(realize, drivers[0].loop_var).var.name):
+                problems.append(f"{name}: axis {axis} is not the block's {role.upper()} loop")
+            elif tile.size < LIMITS.dot_min_block:
+                problems.append(f"{name}: axis {axis} has block size {tile.size}, under tl.dot's minimum {LIMITS.dot_min_block}")
+    return problems
+
+
+def _storage_problems(stmt, kernel, loops, tiles) -> list[str]:
+    whole = {loop.loop_var.__chandle__(): tile.axis for loop, _ in loops
+             if (tile := tiles[loop.loop_var.__chandle__()]) is not None and tile.whole}
+    expected = decide_storage(stmt, whole)
+    problems = [f"{name} is held in registers, but {note.split(': ', 1)[1]}"
+                for name, note in zip(expected.spilled, expected.notes) if name in kernel.registers]
+    for name in expected.registers + expected.spilled:
+        if name not in kernel.registers and name not in kernel.spilled:
+            problems.append(f"{name} is written and read again in the kernel, but the decision neither holds it in "
+                            "registers nor spills it")
+    return problems

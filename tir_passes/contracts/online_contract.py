@@ -1,0 +1,79 @@
+"""The online-softmax contract: what OnlineSoftmax decided, in one typed form stored in the IR.
+
+OnlineSoftmax (online_softmax.py) fuses a max reduction and the sums that read it into one loop
+over their reduction axis. Per element that loop is ordinary TIR (TVM's llvm build runs it and
+the numerics check compares it with the input); what needs a decision is that the lowering may
+run it one *tile* of the axis at a time. That holds because of an identity the pass proved, not
+because of the loop's shape, so the pass marks the blocks and the later stages read the marks:
+
+  block annotation "online.shift"    OnlineShift    the max block: besides the running maximum
+                                                    `shift`, it keeps `previous`, the maximum
+                                                    before the current element
+  block annotation "online.rescale"  OnlineRescale  a sum block `Y = Y * F + t` whose factor F
+                                                    reads only `shift` and `previous`, and whose
+                                                    term t scales like exp(-c * shift)
+
+The identity: for Y(k) = Y(k-1) * exp(c*(P(k) - N(k))) + u(k) * exp(c*(x(k) - N(k))), where P(k)
+and N(k) are the shift before and after element k, Y * exp(c * N) gains exactly
+u(k) * exp(c * x(k)) per element, whatever the shifts are. So a tile of elements may be folded
+at once: Y_after = Y_before * exp(c*(P - N)) + sum over the tile of u * exp(c*(x - N)), with P
+and N the shift before and after the whole tile. The lowering folds a tile that way (registers:
+`previous` is the maximum before the tile, `shift` after it); the dependence analysis lets the
+loop be a tile axis although the sums read the shift it carries; the contract check verifies
+that the marks name a shift block and buffers that exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm import s_tir
+
+from tir_passes.contracts.tile_contract import ContractError
+
+SHIFT_KEY, RESCALE_KEY = "online.shift", "online.rescale"
+DECISIONS_KEY = "online.decisions"   # root block: the pass's reasons, one line per group found or refused
+
+
+@dataclass(frozen=True)
+class OnlineShift:
+    shift: str       # the running maximum's buffer
+    previous: str    # the maximum before the current element (an intermediate only the sums read)
+
+
+@dataclass(frozen=True)
+class OnlineRescale:
+    shift: str
+    previous: str
+
+
+def shift_value(mark: OnlineShift) -> dict:
+    return {"shift": mark.shift, "previous": mark.previous}
+
+
+def rescale_value(mark: OnlineRescale) -> dict:
+    return {"shift": mark.shift, "previous": mark.previous}
+
+
+def _fields(block: s_tir.SBlock, key: str) -> tuple[str, str] | None:
+    raw = block.annotations.get(key)
+    if raw is None:
+        return None
+    where = f"block {block.name_hint}"
+    if not hasattr(raw, "items"):
+        raise ContractError(where, f'annotation "{key}" must be a dict, not {raw!r}', "OnlineSoftmax")
+    fields = dict(raw.items())
+    values = tuple(fields.get(name) for name in ("shift", "previous"))
+    if not all(isinstance(value, str) for value in values):
+        raise ContractError(where, f'annotation "{key}" needs the buffer names "shift" and "previous", not {raw!r}', "OnlineSoftmax")
+    return str(values[0]), str(values[1])
+
+
+def online_shift(block: s_tir.SBlock) -> OnlineShift | None:
+    fields = _fields(block, SHIFT_KEY)
+    return OnlineShift(*fields) if fields else None
+
+
+def online_rescale(block: s_tir.SBlock) -> OnlineRescale | None:
+    fields = _fields(block, RESCALE_KEY)
+    return OnlineRescale(*fields) if fields else None

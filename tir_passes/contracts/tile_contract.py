@@ -1,0 +1,332 @@
+"""The tiling contract: the decisions Tiling makes, in one typed form, stored in the IR.
+
+Tiling writes them (and nothing else does), the dump shows them as annotations, the `contract`
+check verifies them after every pass, and the lowering reads them as they are: it never decides
+again which loops are program ids, which tile axes are one axis, which blocks are `tl.dot`s or
+which intermediates stay in registers.
+
+Where each decision lives (`TileDecision` fields below):
+
+  loop annotation "tile"          LoopTile   grid | serial | tile; for a tile axis: its kernel-wide
+                                             axis name, BLOCK constexpr, default size, the extent it
+                                             covers and, when split, the outer loop that steps it;
+                                             for a serial loop: the buffers whose dependence it carries
+                                             and, when it steps a tile axis, the TileWindow of tiles it
+                                             visits (tile_window.py)
+  kernel's outer loop (or block)
+      annotation "tile.kernel"    KernelTile num_warps, num_stages, group_m, which values written and
+                                             read again in the kernel stay in registers, which go
+                                             through memory with a sync
+  block annotation "tile.dot"     DotMark    the block is a tl.dot over tile axes (m, n, k)
+  block annotation "tile.scan"    ScanMark   the block is a scan along a tile axis
+  root block "tile.decisions"     text       why: one line per kernel, dependences, values spilled
+
+The backend's limits (tl.dot's 16-element minimum, the widest row tile) are here too, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from tir_passes.errors import TirTritonError
+from tir_passes.infra.pass_util import static_int
+from tir_passes.infra.pass_util import replace_block
+
+LOOP_KEY, KERNEL_KEY, DOT_KEY, SCAN_KEY = "tile", "tile.kernel", "tile.dot", "tile.scan"
+DECISIONS_KEY = "tile.decisions"   # root block: Tiling's reasons, one line per kernel and note (for readers)
+GRID, SERIAL, TILE = "grid", "serial", "tile"
+ROLES = (GRID, SERIAL, TILE)
+SCAN_COMBINERS = ("sum", "prod", "max", "min")
+
+
+@dataclass(frozen=True)
+class BackendLimits:
+    """What Triton kernels can hold, as the passes and the lowering assume it."""
+
+    dot_min_block: int = 16            # tl.dot needs every tile dimension to be at least 16
+    max_row_tile: int = 16384          # the widest tile a program holds along one axis
+    register_row_elements: int = 8192  # elements per shared-axis point a fused intermediate may keep
+    default_num_warps: int = 4
+    default_num_stages: int = 2
+
+
+LIMITS = BackendLimits()
+
+
+def row_fits_in_registers(row_elements: int | None, contraction: bool) -> bool:
+    """Whether a program may keep a row of `row_elements` values of an intermediate in registers
+    (None: symbolic, it may not); a contraction's row counts tl.dot's minimum of rows at once."""
+    if row_elements is None:
+        return False
+    if contraction:
+        row_elements *= LIMITS.dot_min_block
+    return row_elements <= LIMITS.register_row_elements
+
+
+class ContractError(TirTritonError):
+    """The IR's tiling annotations are malformed or contradict the IR they describe."""
+
+    def __init__(self, where: str, message: str, writer: str = "Tiling"):
+        super().__init__(f"tiling contract violated at {where}: {message} (the {writer} pass wrote this decision)")
+        self.where = where
+
+
+@dataclass(frozen=True)
+class TileWindow:
+    """The tiles a serial loop that steps tile axis j visits, given the current tile of `rows` (a
+    grid-split axis): those holding some j with i + low <= j <= i + high for a row i of the tile
+    (None: unbounded on that side). Every element outside folds its combiner's identity
+    (tile_window.py proves it), so skipping those tiles changes nothing: causal attention visits
+    the tiles up to the diagonal, a sliding window the band."""
+
+    rows: str
+    low: int | None = None
+    high: int | None = None
+
+
+@dataclass(frozen=True)
+class LoopTile:
+    role: str
+    axis: str | None = None           # tile: the kernel's axis name; whole tiles of sibling nests may share it
+    block: str | None = None          # tile: the BLOCK constexpr
+    size: int | None = None           # tile: the default block size
+    extent: object = None             # tile: iterations the axis covers (a PrimExpr)
+    outer: str | None = None          # tile: the split's outer loop, None for a whole (unsplit) tile
+    carries: tuple[str, ...] = ()     # serial: buffers whose dependence this loop carries
+    window: TileWindow | None = None  # serial, the outer loop of a split tile axis: the tiles it visits
+
+    @property
+    def whole(self) -> bool:
+        return self.role == TILE and self.outer is None
+
+
+@dataclass(frozen=True)
+class KernelTile:
+    num_warps: int = LIMITS.default_num_warps
+    num_stages: int = LIMITS.default_num_stages
+    group_m: int | None = None
+    registers: tuple[str, ...] = ()   # values written and read again in this kernel: reads come from registers
+    spilled: tuple[str, ...] = ()     # values written and read again through memory: the program syncs between
+
+
+@dataclass(frozen=True)
+class DotMark:
+    m: str
+    n: str
+    k: str
+
+
+@dataclass(frozen=True)
+class ScanMark:
+    buffer: str
+    axis: str
+    combiner: str
+
+
+@dataclass
+class TileDecision:
+    """Everything Tiling decided for one function, keyed by the IR nodes it annotates."""
+
+    loops: dict[int, LoopTile] = field(default_factory=dict)        # loop var handle -> LoopTile
+    kernels: dict[int, KernelTile] = field(default_factory=dict)    # loop var handle or block name -> KernelTile
+    dots: dict[str, DotMark] = field(default_factory=dict)          # block name -> DotMark
+    scans: dict[str, ScanMark] = field(default_factory=dict)        # block name -> ScanMark
+    bounds: dict[int, tuple] = field(default_factory=dict)          # loop var handle -> (min, extent) of a windowed loop
+
+
+# --- writing -------------------------------------------------------------------------------------
+def _loop_value(tile: LoopTile) -> dict:
+    value: dict = {"role": tile.role}
+    if tile.role == TILE:
+        value.update(axis=tile.axis, block=tile.block, size=tile.size, extent=_extent_value(tile.extent))
+        if tile.outer is not None:
+            value["outer"] = tile.outer
+    if tile.carries:
+        value["carries"] = list(tile.carries)
+    if tile.window is not None:
+        value["window"] = _window_value(tile.window)
+    return value
+
+
+def _window_value(window: TileWindow) -> dict:
+    value: dict = {"rows": window.rows}
+    if window.low is not None:
+        value["low"] = window.low
+    if window.high is not None:
+        value["high"] = window.high
+    return value
+
+
+def _extent_value(extent):
+    # a static extent as a Python int: that is what the parser reads back (round trip)
+    constant = static_int(extent)
+    return constant if constant is not None else extent
+
+
+def _kernel_value(kernel: KernelTile) -> dict:
+    value: dict = {"num_warps": kernel.num_warps, "num_stages": kernel.num_stages}
+    if kernel.group_m is not None:
+        value["group_m"] = kernel.group_m
+    if kernel.registers:
+        value["registers"] = list(kernel.registers)
+    if kernel.spilled:
+        value["spilled"] = list(kernel.spilled)
+    return value
+
+
+def _with_annotations(loop: tirx.For, extra: dict) -> tirx.For:
+    annotations = {**dict(loop.annotations), **extra}
+    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, annotations)
+
+
+def write_decision(func: tirx.PrimFunc, decision: TileDecision) -> tirx.PrimFunc:
+    """`func` with every decision written as annotations (the only writer of the contract)."""
+
+    def annotate_loop(loop: tirx.For) -> tirx.For:
+        key = loop.loop_var.__chandle__()
+        extra = {}
+        if key in decision.loops:
+            extra[LOOP_KEY] = _loop_value(decision.loops[key])
+        if key in decision.kernels:
+            extra[KERNEL_KEY] = _kernel_value(decision.kernels[key])
+        if key in decision.bounds:   # a windowed walk: the loop visits the tiles its TileWindow names
+            start, extent = decision.bounds[key]
+            loop = tirx.For(loop.loop_var, start, extent, loop.kind, loop.body, loop.thread_binding, loop.annotations)
+        return _with_annotations(loop, extra) if extra else loop
+
+    def annotate_block(block: s_tir.SBlock) -> s_tir.SBlock:
+        extra = {}
+        if block.name_hint in decision.dots:
+            mark = decision.dots[block.name_hint]
+            extra[DOT_KEY] = {"m": mark.m, "n": mark.n, "k": mark.k}
+        if block.name_hint in decision.scans:
+            scan = decision.scans[block.name_hint]
+            extra[SCAN_KEY] = {"buffer": scan.buffer, "axis": scan.axis, "combiner": scan.combiner}
+        if block.name_hint in decision.kernels:
+            extra[KERNEL_KEY] = _kernel_value(decision.kernels[block.name_hint])
+        if not extra:
+            return block
+        return replace_block(block, annotations={**dict(block.annotations), **extra})
+
+    body = tvm_ffi.structural_map(func.body, [(tirx.For, annotate_loop), (s_tir.SBlock, annotate_block)])
+    return func.with_body(body)
+
+
+# --- reading -------------------------------------------------------------------------------------
+def _text(value, where: str, what: str) -> str:
+    if not isinstance(value, str):
+        raise ContractError(where, f"{what} must be a string, not {value!r}")
+    return str(value)
+
+
+def _positive_int(value, where: str, what: str) -> int:
+    number = static_int(value)
+    if number is None or number < 1:
+        raise ContractError(where, f"{what} must be a positive integer, not {value!r}")
+    return number
+
+
+def loop_tile(loop: tirx.For) -> LoopTile | None:
+    """The loop's decision, or None when Tiling left it unannotated."""
+    raw = loop.annotations.get(LOOP_KEY) if loop.annotations else None
+    if raw is None:
+        return None
+    where = f"loop {loop.loop_var.name}"
+    if not hasattr(raw, "items"):
+        raise ContractError(where, f'annotation "{LOOP_KEY}" must be a dict, not {raw!r}')
+    fields = dict(raw.items())
+    role = _text(fields.get("role"), where, "role")
+    if role not in ROLES:
+        raise ContractError(where, f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    carries = tuple(_text(b, where, "carries") for b in fields.get("carries", ()))
+    if role == SERIAL and fields.get("window") is not None:
+        return LoopTile(role, carries=carries, window=_window_from(fields["window"], where))
+    if role != TILE:
+        if fields.get("window") is not None:
+            raise ContractError(where, f"only a serial loop has a tile window, not a {role} loop")
+        return LoopTile(role, carries=carries)
+    size = _positive_int(fields.get("size"), where, "size")
+    if size & (size - 1):
+        raise ContractError(where, f"block size {size} is not a power of two")
+    extent = fields.get("extent")
+    if extent is None:
+        raise ContractError(where, "a tile axis needs its extent")
+    extent = tirx.const(extent, loop.loop_var.ty.dtype) if isinstance(extent, int) else extent
+    outer = fields.get("outer")
+    return LoopTile(role, _text(fields.get("axis"), where, "axis"), _text(fields.get("block"), where, "block"),
+                    size, extent, _text(outer, where, "outer") if outer is not None else None, carries)
+
+
+def _offset(value, where: str, what: str) -> int | None:
+    if value is None:
+        return None
+    number = static_int(value)
+    if number is None:
+        raise ContractError(where, f"window {what} must be an integer, not {value!r}")
+    return number
+
+
+def _window_from(raw, where: str) -> TileWindow:
+    if not hasattr(raw, "items"):
+        raise ContractError(where, f"a tile window must be a dict, not {raw!r}")
+    fields = dict(raw.items())
+    window = TileWindow(_text(fields.get("rows"), where, "window rows"), _offset(fields.get("low"), where, "low"),
+                        _offset(fields.get("high"), where, "high"))
+    if window.low is None and window.high is None:
+        raise ContractError(where, "a tile window needs a low or a high bound")
+    if window.low is not None and window.high is not None and window.low > window.high:
+        raise ContractError(where, f"tile window low {window.low} is above high {window.high}")
+    return window
+
+
+def _kernel_from(raw, where: str) -> KernelTile:
+    fields = dict(raw.items())
+    group_m = fields.get("group_m")
+    return KernelTile(_positive_int(fields.get("num_warps", LIMITS.default_num_warps), where, "num_warps"),
+                      _positive_int(fields.get("num_stages", LIMITS.default_num_stages), where, "num_stages"),
+                      _positive_int(group_m, where, "group_m") if group_m is not None else None,
+                      tuple(_text(r, where, "registers") for r in fields.get("registers", ())),
+                      tuple(_text(r, where, "spilled") for r in fields.get("spilled", ())))
+
+
+def kernel_tile(stmt) -> KernelTile | None:
+    """The decision for the kernel whose outermost statement is `stmt`, or None."""
+    if isinstance(stmt, tirx.For):
+        raw, where = stmt.annotations.get(KERNEL_KEY), f"loop {stmt.loop_var.name}"
+    elif isinstance(stmt, s_tir.SBlockRealize):
+        raw, where = stmt.block.annotations.get(KERNEL_KEY), f"block {stmt.block.name_hint}"
+    else:
+        return None
+    return _kernel_from(raw, where) if raw is not None else None
+
+
+def dot_mark(block: s_tir.SBlock) -> DotMark | None:
+    raw = block.annotations.get(DOT_KEY)
+    if raw is None:
+        return None
+    where = f"block {block.name_hint}"
+    fields = dict(raw.items())
+    return DotMark(*(_text(fields.get(key), where, f"dot axis {key}") for key in ("m", "n", "k")))
+
+
+def scan_mark(block: s_tir.SBlock) -> ScanMark | None:
+    raw = block.annotations.get(SCAN_KEY)
+    if raw is None:
+        return None
+    where = f"block {block.name_hint}"
+    fields = dict(raw.items())
+    combiner = _text(fields.get("combiner"), where, "scan combiner")
+    if combiner not in SCAN_COMBINERS:
+        raise ContractError(where, f"scan combiner must be one of {', '.join(SCAN_COMBINERS)}, not {combiner!r}")
+    return ScanMark(_text(fields.get("buffer"), where, "scan buffer"), _text(fields.get("axis"), where, "scan axis"),
+                    combiner)
+
+
+def is_tiled(stmt) -> bool:
+    """Whether Tiling already decided this statement (any loop carries a decision)."""
+    found: list = []
+    tvm_ffi.structural_walk(stmt, (tirx.For, lambda f: found.append(LOOP_KEY in f.annotations)))
+    return any(found)

@@ -1,0 +1,1 @@
+"""tir_passes.infra: Pipeline infrastructure: loading programs, dumps and diffs, pass helpers."""

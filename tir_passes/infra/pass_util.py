@@ -1,0 +1,78 @@
+"""Helpers shared by our passes: a pass factory that keeps Python errors intact, IR utilities."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.tirx.transform import prim_func_pass
+
+# TVM turns exceptions raised inside a pass into RuntimeError; keep the original for the driver
+_RAISED: list[BaseException] = []
+
+
+def take_raised_error() -> BaseException | None:
+    error = _RAISED[-1] if _RAISED else None
+    _RAISED.clear()
+    return error
+
+
+def s_tir_pass(name: str, transform: Callable[[tirx.PrimFunc], tirx.PrimFunc]) -> tvm.transform.Pass:
+    """A PrimFunc pass named `name` that applies `transform` to S-TIR functions only."""
+
+    def run(func: tirx.PrimFunc, mod: tvm.IRModule, ctx) -> tirx.PrimFunc:
+        if func.attrs is None or not bool(func.attrs.get("s_tir", False)):
+            return func
+        try:
+            return transform(func)
+        except BaseException as err:
+            _RAISED.append(err)
+            raise
+
+    return prim_func_pass(run, opt_level=0, name=name)
+
+
+def root_block(func: tirx.PrimFunc) -> s_tir.SBlock:
+    return func.body.block
+
+
+def with_root_block(func: tirx.PrimFunc, block: s_tir.SBlock) -> tirx.PrimFunc:
+    realize = func.body
+    return func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate, block))
+
+
+def replace_block(block: s_tir.SBlock, **changes) -> s_tir.SBlock:
+    fields = {
+        "iter_vars": block.iter_vars, "reads": block.reads, "writes": block.writes,
+        "name_hint": block.name_hint, "body": block.body, "init": block.init,
+        "alloc_buffers": block.alloc_buffers, "match_buffers": block.match_buffers,
+        "annotations": block.annotations,
+    }
+    fields.update(changes)
+    return s_tir.SBlock(**fields)
+
+
+def top_level_statements(func: tirx.PrimFunc) -> list[tirx.Stmt]:
+    """The statements directly under the root block (each one a kernel after tiling)."""
+    body = root_block(func).body
+    return list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+
+
+def source_line(node) -> str | None:
+    """`file.py:line` of a node parsed from TVMScript, when TVM kept its span. The file's name
+    alone: generated modules must not depend on the folder they were built in."""
+    span = getattr(node, "span", None)
+    if span is None or not getattr(span, "line", 0):
+        return None
+    return f"{os.path.basename(span.source_name.name)}:{span.line}"
+
+
+def static_int(expr) -> int | None:
+    """The value of a constant extent (TIR IntImm or a Python int annotation value), else None."""
+    if isinstance(expr, bool):
+        return None
+    if isinstance(expr, int):
+        return expr
+    return int(expr.value) if isinstance(expr, tirx.IntImm) else None

@@ -1,0 +1,354 @@
+"""LoopFusion: turn a multi-stage PrimFunc into fewer kernels, keeping intermediates on chip.
+
+Three rewrites, with TVM's schedule where it has the primitive (so TVM checks the dependences):
+  1. inline: a spatial block that writes an intermediate is inlined into its consumers
+     (compute_inline): elementwise producers, exp in softmax, padding before a convolution.
+  1b. recompute (recompute.py): a contraction read by several later nests, whose rows do not fit
+     in registers and cost less to recompute than to store and load (softmax(Q·Kᵀ) with its
+     output written), is copied in front of each later reader nest, unless something between
+     writes what it reads; each copy then fuses like a single-reader producer.
+  2. fuse over shared axes: a block whose intermediates (one, or several written together, such
+     as LayerNorm's two moments or an arg-max's value and index) are read by one later nest is
+     moved under that nest's leading loops (compute_at), when the consumer reads exactly the
+     element of the shared axes it is computing (row `vi` of a row reduction; `(vi, vj)` of a
+     matmul result in its epilogue), for every intermediate it reads. Each shared-axis iteration
+     then computes the rows it needs once, and the intermediates stay in registers (the lowering
+     checks this again). A producer whose nest holds several blocks (an online softmax's max and
+     sums, OnlineSoftmax) stays whole: its one-block consumer moves under it instead
+     (reverse_compute_at), or a consumer nest of several blocks is merged with it over the shared
+     loops (TVM's merge, after checking every consumer block reads only the shared element and
+     writes nothing the producer nest uses); a producer may move under the reduction loop of an
+     online nest's block, computing one element of the row per iteration (flash attention's scores).
+
+Every decision, taken or refused, is recorded with its reason and the global-memory bytes it
+saves (the intermediate's write and read), as the root block's "fusion.decisions" annotation.
+Refused: a consumer reading a neighbour (`X[vi + 1]`) or a whole other axis of the producer's
+output, an intermediate also read by a third nest, a fused row too large for registers, a
+producer with a block predicate (compute_at would drop it), and anything TVM's schedule rejects
+(its message is the reason).
+Assumes: HoistAllocations ran (intermediates are root allocations).
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.s_tir.schedule import ScheduleError
+
+from tir_passes.errors import first_line
+from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
+from tir_passes.analyses.nest import block_accesses, blocks_under, contraction_operands, perfect_nest
+from tir_passes.infra.dtypes import element_bytes
+from tir_passes.contracts.online_contract import online_rescale, online_shift
+from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
+from tir_passes.analyses.recompute import clobbered_inputs, reader_nests, recompute_for_readers, worth_recomputing
+from tir_passes.contracts.tile_contract import LIMITS, row_fits_in_registers
+
+
+def _size(buf) -> int | None:
+    count = 1
+    for dim in buf.shape:
+        if not isinstance(dim, tirx.IntImm):
+            return None
+        count *= int(dim.value)
+    return count
+
+
+def _traffic(*bufs) -> str:
+    sizes = [_size(buf) for buf in bufs]
+    if None in sizes:
+        return "the global round trip"
+    return f"{sum(2 * size * element_bytes(buf.dtype) for size, buf in zip(sizes, bufs))} bytes of global traffic"
+
+
+def _is_spatial(block: s_tir.SBlock) -> bool:
+    return all(iv.iter_type == tirx.IterVar.DataPar for iv in block.iter_vars) and block.init is None
+
+
+def _writes(block) -> list:
+    return [region.source for region in block.writes]
+
+
+def _reads_of(block: s_tir.SBlock, buf) -> list:
+    loads: list = []
+    tvm_ffi.structural_walk(block.body, (tvm.ir.TensorLoad, lambda l: loads.append(l) if l.source.same_as(buf) else None))
+    return loads
+
+
+def _inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
+    root = sch.get(sch.get_sblock("root"))
+    for block in reversed(blocks_under(root.body)):
+        written = _writes(block)
+        if not _is_spatial(block) or len(written) != 1 or written[0].name not in intermediates:
+            continue
+        try:
+            sch.compute_inline(sch.get_sblock(block.name_hint))
+        except ScheduleError as err:
+            decisions.append(f"keep {block.name_hint}: TVM cannot inline it ({first_line(err, 160)})")
+            continue
+        decisions.append(f"inline {block.name_hint} into its consumers (elementwise producer); "
+                         f"{written[0].name} never reaches memory: saves {_traffic(written[0])}")
+
+
+def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False) -> tirx.Var | None:
+    """The block variable bound to exactly `loop_var`, if any: a spatial one, or with `streams`
+    (a block of an online nest, which folds its reduction axis tile by tile) a reduction one too."""
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if isinstance(value, tirx.Var) and value.same_as(loop_var) and (iv.iter_type == tirx.IterVar.DataPar or streams):
+            return iv.var
+    return None
+
+
+def _streams(block: s_tir.SBlock) -> bool:
+    """A block of an online nest (OnlineSoftmax): a producer may move under its reduction loop,
+    computing one element of the row per iteration."""
+    return online_shift(block) is not None or online_rescale(block) is not None
+
+
+def _realize_of(sch: s_tir.Schedule, name: str) -> s_tir.SBlockRealize:
+    found: list = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, (s_tir.SBlockRealize, lambda r: found.append(r) if r.block.name_hint == name else None))
+    return found[0]
+
+
+def shared_depth(sch: s_tir.Schedule, producer: str, consumer: str, buf) -> tuple[int, str]:
+    """How many leading loops the consumer can share with the producer, and why not more."""
+    p_real, c_real = _realize_of(sch, producer), _realize_of(sch, consumer)
+    p_loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(producer))]
+    c_loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(consumer))]
+    stores = [a.node for a in block_accesses(p_real.block) if a.is_store and a.buffer.same_as(buf)]
+    if len(stores) != 1:
+        return 0, f"{producer} is not a single store to {buf.name}"
+    store = stores[0]
+    reads = _reads_of(c_real.block, buf)
+    depth, reason = 0, f"{producer} and {consumer} share no leading spatial axis"
+    for axis in range(min(len(store.indices), len(p_loops), len(c_loops))):
+        p_var = _identity_var(p_real, p_loops[axis].loop_var)
+        c_var = _identity_var(c_real, c_loops[axis].loop_var, _streams(c_real.block))
+        if p_var is None or c_var is None or not store.indices[axis].same_as(p_var):
+            break
+        mismatch = next((r for r in reads if not (isinstance(r.indices[axis], tirx.Var) and r.indices[axis].same_as(c_var))), None)
+        if mismatch is not None:
+            index = ", ".join(str(i) for i in mismatch.indices)
+            reason = (f"{consumer} reads {buf.name}[{index}], not the element of the shared axis it computes "
+                      f"({c_var.name}): fusing would need values another program computes")
+            break
+        if not tvm_ffi.structural_equal(p_loops[axis].extent, c_loops[axis].extent):
+            reason = f"the axis has extent {p_loops[axis].extent} in {producer} but {c_loops[axis].extent} in {consumer}"
+            break
+        depth += 1
+    return (depth, "") if depth else (0, reason)
+
+
+def _row_elements(buf, depth: int) -> int | None:
+    count = 1
+    for dim in list(buf.shape)[depth:]:
+        if not isinstance(dim, tirx.IntImm):
+            return None
+        count *= int(dim.value)
+    return count
+
+
+def _nest_index(sch: s_tir.Schedule, name: str) -> int:
+    for index, stmt in enumerate(top_level_statements(sch.mod["main"])):
+        if any(b.name_hint == name for b in blocks_under(stmt)):
+            return index
+    return -1
+
+
+def _readers(sch: s_tir.Schedule, buf, producer: str) -> list[str]:
+    names = []
+    for stmt in top_level_statements(sch.mod["main"]):
+        for block in blocks_under(stmt):
+            if block.name_hint != producer and _reads_of(block, buf):
+                names.append(block.name_hint)
+    return names
+
+
+def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates) -> tuple[str | None, int, str]:
+    """(consumer, shared depth, reason when not fusable) for a producer in a nest of its own that
+    writes only intermediates (one, or several such as a block computing two moments)."""
+    written = _writes(producer)
+    if not written or any(buf.name not in intermediates for buf in written):
+        return None, 0, ""
+    read = [(buf, readers) for buf in written if (readers := _readers(sch, buf, producer.name_hint))]
+    nests = [{_nest_index(sch, r) for r in readers} for _, readers in read]
+    if not read or set().union(*nests) == {_nest_index(sch, producer.name_hint)}:
+        return None, 0, ""
+    consumer = read[0][1][0]
+    predicate = _realize_of(sch, producer.name_hint).predicate
+    if not (isinstance(predicate, tirx.IntImm) and predicate.value == 1):
+        # compute_at re-derives the producer's loops from the region the consumer reads and drops
+        # a predicate that restricts more than that (fuzzer: tests/fuzz/found/reduction_predicate_fusion.py)
+        return consumer, 0, f"{producer.name_hint} has the predicate `{predicate}`, which compute_at would drop"
+    apart = _read_apart(read, nests)
+    if apart:
+        return consumer, 0, apart
+    depth, reason = min((shared_depth(sch, producer.name_hint, consumer, buf) for buf, _ in read), key=lambda d: d[0])
+    too_large = _over_register_budget(producer, written, depth) if depth else ""
+    return (consumer, 0, too_large) if too_large else (consumer, depth, reason)
+
+
+def _read_apart(read: list, nests: list[set[int]]) -> str:
+    """Why the intermediates are not all read by one nest ('' when they are)."""
+    for (buf, readers), used in zip(read, nests):
+        if len(used) > 1:
+            return f"{buf.name} is read by several nests ({', '.join(readers)})"
+        if used != nests[0]:
+            return f"{read[0][0].name} and {buf.name} are read by different nests"
+    return ""
+
+
+def _over_register_budget(producer: s_tir.SBlock, written: list, depth: int) -> str:
+    """Why the producer's rows would not fit in registers per shared-axis point ('' when they do)."""
+    rows = [_row_elements(buf, depth) for buf in written]
+    row = None if None in rows else sum(rows)
+    contraction = contraction_operands(producer) is not None
+    if row_fits_in_registers(row, contraction):
+        return ""
+    # a tl.dot computes at least LIMITS.dot_min_block rows of the result at once
+    size = row * (LIMITS.dot_min_block if contraction else 1) if row is not None else "a symbolic number of"
+    return (f"{', '.join(buf.name for buf in written)} would keep {size} elements per shared-axis point in registers, "
+            f"over the budget of {LIMITS.register_row_elements}")
+
+
+def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions: list[str]) -> str:
+    """Move the producer under the consumer's leading `depth` loops; '' or TVM's refusal."""
+    kept = [buf for buf in _writes(producer) if _readers(sch, buf, producer.name_hint)]
+    loop = sch.get_loops(sch.get_sblock(consumer))[depth - 1]
+    try:
+        sch.compute_at(sch.get_sblock(producer.name_hint), loop, preserve_unit_loops=False)
+    except ScheduleError as err:
+        return f"TVM refuses ({first_line(err, 160)})"
+    stay = "stays" if len(kept) == 1 else "stay"
+    decisions.append(f"fuse {producer.name_hint} into the nest of {consumer} over {depth} shared axis(es); "
+                     f"{', '.join(buf.name for buf in kept)} {stay} in registers: saves {_traffic(*kept)}")
+    return ""
+
+
+def _nest_blocks(sch: s_tir.Schedule, name: str) -> list[str]:
+    """The blocks of the top-level statement that holds block `name`."""
+    statement = top_level_statements(sch.mod["main"])[_nest_index(sch, name)]
+    return [b.name_hint for b in blocks_under(statement)]
+
+
+def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: list[str]) -> str:
+    """Move the consumer nest (one block) under the leading loops it shares with the producer's nest
+    of several blocks (reverse_compute_at), which stays whole: its blocks may share loops for a
+    reason (an online softmax's running maximum). A consumer nest of several blocks (a normalize
+    with its recomputed scores) is merged with it instead: the shared loops become one (TVM's
+    merge). '' or why not."""
+    nest, consumers = _nest_blocks(sch, producer.name_hint), _nest_blocks(sch, consumer)
+    overwritten = _overwritten(sch, nest, consumers) if consumers != [consumer] else ""
+    if overwritten:   # TVM's reverse_compute_at checks this itself; its merge does not
+        return overwritten
+    # every block of the consumer nest reads the producer nest's values only at the shared axes
+    read = [(name, reader, buf) for name in nest for buf in _writes(_realize_of(sch, name).block)
+            for reader in consumers if _reads_of(_realize_of(sch, reader).block, buf)]
+    written = [(name, buf) for name, _, buf in read]
+    depth, reason = min((shared_depth(sch, name, reader, buf) for name, reader, buf in read), key=lambda d: d[0])
+    if not depth:
+        return reason
+    loop = sch.get_loops(sch.get_sblock(producer.name_hint))[depth - 1]
+    try:
+        if consumers == [consumer]:
+            sch.reverse_compute_at(sch.get_sblock(consumer), loop, preserve_unit_loops=False)
+        else:
+            sch.merge(loop, sch.get_loops(sch.get_sblock(consumer))[depth - 1])
+    except ScheduleError as err:
+        return f"TVM refuses ({first_line(err, 160)})"
+    kept = ", ".join(dict.fromkeys(buf.name for _, buf in written))
+    how = "move" if consumers == [consumer] else "merge the nest of"
+    decisions.append(f"{how} {', '.join(consumers)} into the nest of {', '.join(nest)} over {depth} shared axis(es); "
+                     f"{kept} stay in registers: saves {_traffic(*dict.fromkeys(buf for _, buf in written))}")
+    return ""
+
+
+def _overwritten(sch, nest: list[str], consumers: list[str]) -> str:
+    """Why the consumer nest cannot run inside the producer's: it writes what the producer nest
+    reads or writes ('' when it does not)."""
+    touched = {buf.name for name in nest for region in (*_realize_of(sch, name).block.reads,
+                                                        *_realize_of(sch, name).block.writes)
+               for buf in (region.source,)}
+    for reader in consumers:
+        clash = sorted({buf.name for buf in _writes(_realize_of(sch, reader).block)} & touched)
+        if clash:
+            return f"{reader} writes {', '.join(clash)}, which the nest of {', '.join(nest)} uses"
+    return ""
+
+
+def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
+    """Fuse until nothing changes (consumers first, so chains collapse), then record refusals."""
+    refused: dict[str, str] = {}
+    progress = True
+    while progress:
+        progress = False
+        root = sch.get(sch.get_sblock("root"))
+        for producer in reversed(blocks_under(root.body)):
+            if producer.name_hint in ("root",) or producer.name_hint in refused:
+                continue
+            consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
+            if consumer is None or not depth:
+                continue
+            if len(_nest_blocks(sch, producer.name_hint)) > 1:
+                failure = _consumer_under_nest(sch, producer, consumer, decisions)
+            else:
+                failure = _fuse_one(sch, producer, consumer, depth, decisions)
+            if failure:
+                refused[producer.name_hint] = f"not fused: {producer.name_hint} -> {consumer}: {failure}"
+                continue
+            progress = True
+            break
+    root = sch.get(sch.get_sblock("root"))
+    for producer in blocks_under(root.body):
+        consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
+        if producer.name_hint in refused:
+            decisions.append(refused[producer.name_hint])
+        elif consumer is not None and not depth:
+            decisions.append(f"not fused: {producer.name_hint} -> {consumer}: {reason}")
+
+
+def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisions: list[str],
+                            spec: GpuSpec) -> tirx.PrimFunc:
+    """A contraction read by several later nests whose rows do not fit in registers is copied in
+    front of each later reader (recompute.py), where recomputing beats the memory round trip."""
+    index = 0
+    while index < len(top_level_statements(func)):
+        nest = perfect_nest(top_level_statements(func)[index])
+        written = _writes(nest[1].block) if nest is not None else []
+        if len(written) == 1 and written[0].name in intermediates:
+            buffer, block = written[0], nest[1].block
+            readers = [i for i in reader_nests(func, buffer) if i > index]
+            why = worth_recomputing(block, buffer, spec) if len(readers) > 1 else None
+            if why and not row_fits_in_registers(_row_elements(buffer, 1), contraction=True):
+                clobbered = clobbered_inputs(func, index)
+                if clobbered:
+                    decisions.append(f"not recomputed: {block.name_hint}: {clobbered}")
+                else:
+                    func, copies = recompute_for_readers(func, index)
+                    decisions.append(f"recompute {block.name_hint} for the later readers of {buffer.name} "
+                                     f"({', '.join(copies)}): its rows do not fit in registers, and {why}")
+        index += 1
+    return func
+
+
+def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
+    intermediates = {b.name for b in root_block(func).alloc_buffers}
+    if not intermediates or len(top_level_statements(func)) < 2:
+        return func
+    sch = s_tir.Schedule(func)
+    decisions: list[str] = []
+    _inline_elementwise(sch, intermediates, decisions)
+    func = _recompute_contractions(sch.mod["main"], intermediates, decisions, spec)
+    sch = s_tir.Schedule(func)
+    _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions)
+    if not decisions:
+        return func
+    sch.annotate(sch.get_sblock("root"), "fusion.decisions", decisions)
+    return sch.mod["main"]
+
+
+def LoopFusion(gpu: str = "H200"):
+    spec = gpu_spec(gpu)
+    return s_tir_pass("LoopFusion", lambda func: fuse_loops(func, spec))

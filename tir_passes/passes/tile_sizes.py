@@ -1,0 +1,114 @@
+"""The block-size model of the Tiling pass: powers of two sized from the GPU spec table.
+
+- contractions (tl.dot): BLOCK_M/N/K of 128/128/64 for 16-bit data and 64/64/32 for fp32, each at
+  least tl.dot's minimum and at most the extent's next power of two, BLOCK_K halved until the
+  pipelined operand tiles fit the GPU's shared memory;
+- transposed nests: square tiles over the two loops the loads and the stores are contiguous along;
+- other nests: the innermost reduction loop as one tile up to a register budget (8 warps when a
+  row is longer than what 4 warps hold), then the innermost spatial loops within what is left;
+- fused rows: whole-row tiles (up to the widest row tile) and as many rows as fit 4096 elements;
+- online nests (a running maximum with sums over the same loop, OnlineSoftmax): that loop in
+  tiles of 64 (32 for fp32) beside rows of 128 (64), the shape of flash attention's tiles.
+"""
+
+from __future__ import annotations
+
+from tir_passes.contracts.gpu_specs import GpuSpec
+from tir_passes.analyses.nest import next_power_of_two, power_of_two_floor
+from tir_passes.infra.dtypes import element_bytes
+from tir_passes.contracts.tile_contract import LIMITS
+
+TRANSPOSE_TILE = 64
+PIPELINE_STAGES = 3
+ROW_ELEMENTS_PER_PROGRAM = 4096
+UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
+
+
+def contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None]) -> dict[str, int]:
+    """{"M", "N", "K"} block sizes of a tl.dot over operands of `dtype`."""
+    elt = element_bytes(dtype)
+    sizes = {"M": 128, "N": 128, "K": 64} if elt <= 2 else {"M": 64, "N": 64, "K": 32}
+    for axis, size in sizes.items():
+        extent = extents.get(axis)
+        if extent is not None:
+            sizes[axis] = max(LIMITS.dot_min_block, min(size, next_power_of_two(extent)))
+    while (PIPELINE_STAGES * (sizes["M"] + sizes["N"]) * sizes["K"] * elt > spec.shared_memory_per_block
+           and sizes["K"] > LIMITS.dot_min_block):
+        sizes["K"] //= 2
+    return sizes
+
+
+def contraction_warps(sizes: dict[str, int]) -> int:
+    return 8 if sizes["M"] * sizes["N"] >= 128 * 128 else 4
+
+
+def transposed_size(extent: int | None) -> int:
+    return min(TRANSPOSE_TILE, next_power_of_two(extent or TRANSPOSE_TILE))
+
+
+def reduction_size(spec: GpuSpec, dtype: str, extent: int | None) -> tuple[int, int, int]:
+    """(block size of the innermost reduction loop, warps, elements left for spatial tiles)."""
+    budget = spec.tile_element_budget(element_bytes(dtype), 4) // 2
+    size = min(next_power_of_two(extent or UNKNOWN_EXTENT), power_of_two_floor(2 * budget))
+    warps = 8 if size > budget else 4
+    remaining = power_of_two_floor(max(1, 2 * budget // size if size > budget else budget // size))
+    return size, warps, remaining
+
+
+def spatial_budget(spec: GpuSpec, dtype: str) -> int:
+    return spec.tile_element_budget(element_bytes(dtype), 4) // 2
+
+
+def spatial_size(extent: int | None, remaining: int) -> int:
+    return min(next_power_of_two(extent or UNKNOWN_EXTENT), power_of_two_floor(remaining))
+
+
+def row_tile(extent: int | None) -> tuple[int, bool]:
+    """(block size, whole) of a fused sub-nest's column loop: one whole tile when the extent is
+    static and fits the widest row tile, else tiles of that width stepped by a serial loop."""
+    if extent is not None and extent <= LIMITS.max_row_tile:
+        return next_power_of_two(extent), True
+    return min(next_power_of_two(extent or UNKNOWN_EXTENT), LIMITS.max_row_tile), False
+
+
+def fused_rows(widest: int, row_extent: int | None, has_contraction: bool) -> int:
+    rows = max(1, power_of_two_floor(max(1, ROW_ELEMENTS_PER_PROGRAM // widest)))
+    if has_contraction:
+        rows = max(rows, LIMITS.dot_min_block)
+    return min(rows, next_power_of_two(row_extent or rows))
+
+
+def fused_warps(rows: int, widest: int) -> int:
+    return max(4, min(16, power_of_two_floor(max(1, rows * widest // 512))))
+
+
+def online_sizes(dtype: str, rows_extent: int | None, loop_extent: int | None,
+                 contraction: bool) -> tuple[int, int, int]:
+    """(rows, columns, warps) of an online nest: the rows a program keeps, and the tile of the
+    loop its running maximum walks. With a contraction (attention), tl.dot tiles, each at least
+    tl.dot's minimum; without (a softmax whose rows are too long for one tile), a row-wise stream:
+    wide column tiles and as many rows as a program's element budget allows."""
+    if not contraction:
+        columns = min(next_power_of_two(loop_extent or UNKNOWN_EXTENT), ROW_ELEMENTS_PER_PROGRAM)
+        rows = fused_rows(columns, rows_extent, False)
+        return rows, columns, fused_warps(rows, columns)
+    rows, columns = (128, 64) if element_bytes(dtype) <= 2 else (64, 32)
+    rows = max(LIMITS.dot_min_block, min(rows, next_power_of_two(rows_extent or rows)))
+    columns = max(LIMITS.dot_min_block, min(columns, next_power_of_two(loop_extent or columns)))
+    return rows, columns, 4   # H200, b4h32s4096d128 fp16: 4 warps 410 TFLOP/s, 8 warps 348 (2026-11-30)
+
+
+def rows_filling_the_gpu(rows: int, rows_extent: int, other_programs: int, multiprocessors: int) -> int:
+    """Fewer rows per program (halving, down to tl.dot's minimum) while twice the programs still
+    fit in one wave, one per multiprocessor: softmax(Q·Kᵀ) over 4096 rows would be 32 programs of
+    128 rows on 132 multiprocessors; 128 programs of 32 rows keep all busy (each program re-reads
+    all keys, so more programs than that cost more than they hide)."""
+    while rows > LIMITS.dot_min_block and 2 * other_programs * -(-rows_extent // rows) <= multiprocessors:
+        rows //= 2
+    return rows
+
+
+def stepped_size(size: int, rows: int) -> int:
+    """The tile of a loop stepped by a serial loop in a program that keeps `rows` rows: within the
+    program's element budget (a whole-row tile would not be stepped)."""
+    return max(1, min(size, power_of_two_floor(max(1, ROW_ELEMENTS_PER_PROGRAM // rows))))

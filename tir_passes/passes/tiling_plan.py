@@ -1,0 +1,466 @@
+"""Tiling plans: for one kernel nest, which loops become program ids, tile axes and serial loops,
+which blocks are tl.dots and which values stay in registers. Pure functions of the IR; the Tiling
+pass (tiling.py) applies a plan with TVM's schedule and writes it as the tiling contract.
+
+Kernel shapes:
+  perfect nest   loops around one block: a contraction gets dot-sized M/N/K tiles, a transposed
+                 nest square tiles over its two contiguous loops, any other nest its innermost
+                 reduction loop and innermost spatial loops as tiles (tile_sizes.py);
+  fused nest     shared loops around sub-nests (LoopFusion's output): the shared loops are program
+                 ids and a tile of rows, each sub-nest's innermost reduction and spatial loops are
+                 column tiles; whole-row tiles of sibling sub-nests over the same buffer axis are one
+                 axis; a contraction whose M and N are the shared loops sizes the kernel like a matmul;
+  other          the outer loops that are spatial for every block become program ids, the rest
+                 run serially.
+A loop that carries a dependence (dependence.py) is never a program id or a tile: it is serial and
+the plan records which buffers it carries (the lowering syncs the program after each iteration).
+A value written and read in one kernel stays in registers when every read uses the element the
+write produced (storage.py); otherwise it goes through memory with a sync in between ("spilled").
+Assumes: HoistAllocations, RemoveUnitLoops and NormalizeLoopStarts ran.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from tir_passes.passes import tile_sizes
+from tir_passes.analyses.dependence import carried_dependences
+from tir_passes.analyses.scans import ScanForm, scan_along_loop
+from tir_passes.contracts.gpu_specs import GpuSpec
+from tir_passes.contracts.online_contract import online_rescale, online_shift
+from tir_passes.analyses.nest import REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, contraction_operands, loop_chain, operands_dtype, loop_kind, loops_under, perfect_nest, realizes_under, unique_name, vars_of
+from tir_passes.infra.dtypes import element_bytes
+from tir_passes.infra.names import python_name
+from tir_passes.infra.pass_util import static_int
+from tir_passes.contracts.tile_contract import LIMITS
+
+
+@dataclass(frozen=True)
+class TileChoice:
+    axis: str
+    size: int
+    whole: bool               # the loop itself is the tile (no split): the size covers its whole extent
+    block: str | None = None  # the BLOCK constexpr's name when not BLOCK_<AXIS> (BLOCK_M/N/K of a tl.dot)
+
+
+@dataclass
+class KernelPlan:
+    """Decisions for one kernel, keyed by the handles of the loop variables before splitting."""
+
+    chains: list[list[tirx.For]]                    # loop chains, each reordered grid, serial, tile
+    tiles: dict[int, TileChoice] = field(default_factory=dict)
+    parallel: set[int] = field(default_factory=set)  # loops (or split outer halves) that become grid
+    carries: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    num_warps: int = LIMITS.default_num_warps
+    num_stages: int = LIMITS.default_num_stages
+    group_m: int | None = None
+    dots: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # block -> (m, n, k) loops
+    scans: dict[str, tuple[int, ScanForm]] = field(default_factory=dict)  # block -> (scan loop, form)
+    notes: list[str] = field(default_factory=list)
+
+
+def _key(loop: tirx.For) -> int:
+    # NOTE: Vars overload ==, so they cannot be dict keys; their node address identifies them
+    return loop.loop_var.__chandle__()
+
+
+# --- shapes ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FusedShape:
+    shared: list[tirx.For]
+    subs: list[tuple[list[tirx.For], s_tir.SBlockRealize]]   # each block, with its loops below the shared
+    chains: list[list[tirx.For]]                               # the loop chains below the shared loops
+
+
+def fused_shape(stmt) -> FusedShape | None:
+    """Shared loops around a sequence of nests (perfect nests, bare blocks, or nests of such, as
+    LoopFusion leaves them when it fuses at several depths), with every shared loop spatial for
+    every block; None for another shape."""
+    shared, inner = loop_chain(stmt)
+    if not shared or not isinstance(inner, tirx.SeqStmt):
+        return None
+    subs = [(list(loops), realize) for realize, loops in block_sites(inner)]
+    if not subs or any(loop_kind(loop, realize) != SPATIAL for loop in shared for _, realize in subs):
+        return None
+    return FusedShape(shared, subs, loop_chains(inner))
+
+
+def loop_chains(stmt) -> list[list[tirx.For]]:
+    """The maximal runs of directly nested loops under `stmt`, outermost first: each is reordered
+    (grid, serial, tile) on its own."""
+    chains: list[list[tirx.For]] = []
+
+    def walk(node):
+        if isinstance(node, tirx.For):
+            chain, body = loop_chain(node)
+            chains.append(chain)
+            walk(body)
+        elif isinstance(node, tirx.SeqStmt):
+            for child in node.seq:
+                walk(child)
+        elif isinstance(node, tirx.IfThenElse):
+            walk(node.then_case)
+            if node.else_case is not None:
+                walk(node.else_case)
+
+    walk(stmt)
+    return chains
+
+
+# --- dependences -------------------------------------------------------------------------------
+def blocked_loops(stmt) -> dict[int, tuple[str, ...]]:
+    """Loops of the kernel that carry a dependence when every other loop may take any value (the
+    question for a program id; asked strictly for tile axes too), with the buffers it goes through."""
+    carried: dict[int, tuple[str, ...]] = {}
+    for loop in loops_under(stmt):
+        found = carried_dependences(stmt, loop)
+        if found:
+            carried[_key(loop)] = tuple(dict.fromkeys(d.buffer for d in found))
+    return carried
+
+
+def scan_loops(stmt, carried: dict[int, tuple[str, ...]]) -> dict[int, tuple[str, ScanForm]]:
+    """Loops whose only dependences are one block's scan along them: (block name, its scan)."""
+    scans = {}
+    for loop in loops_under(stmt):
+        if _key(loop) not in carried:
+            continue
+        blocks = {b for d in carried_dependences(stmt, loop) for b in d.blocks}
+        realizes = [r for r in realizes_under(loop) if r.block.name_hint in blocks]
+        if len(realizes) == 1:
+            form = scan_along_loop(realizes[0], loop.loop_var)
+            if form is not None and carried[_key(loop)] == (form.buffer.name,):
+                scans[_key(loop)] = (realizes[0].block.name_hint, form)
+    return scans
+
+
+def _loop_named(stmt, key: int) -> str:
+    return next(l.loop_var.name for l in loops_under(stmt) if _key(l) == key)
+
+
+def _dependence_notes(stmt, carried: dict[int, tuple[str, ...]]) -> list[str]:
+    return [f"loop {loop.loop_var.name} stays serial: it carries a dependence through {', '.join(carried[_key(loop)])}"
+            for loop in loops_under(stmt) if _key(loop) in carried]
+
+
+# --- perfect nests -----------------------------------------------------------------------------
+def _bound_name(loop: tirx.For, realize) -> str | None:
+    iv = bound_iter_var(realize, loop.loop_var)
+    return iv.var.name if iv is not None else None
+
+
+def _last(loops, realize, kind: str, wanted, blocked) -> tirx.For | None:
+    found = None
+    for loop in loops:
+        if loop_kind(loop, realize) == kind and _key(loop) not in blocked and wanted(_bound_name(loop, realize)):
+            found = loop
+    return found
+
+
+def _axis_namer():
+    """Axis names: the loop's name, made unique among the kernel's axes (the lowering names the
+    kernel's loops around them)."""
+    taken: set[str] = set()
+
+    def name(loop: tirx.For) -> str:
+        return unique_name(python_name(loop.loop_var.name), taken)
+
+    return name
+
+
+def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name) -> KernelPlan | None:
+    """M, N: the innermost spatial loops only `a` resp. only `b` uses; K: the innermost reduction
+    loop both use. Other loops stay grid (spatial) or serial (reduction)."""
+    a, b = contraction_operands(realize.block)
+    a_vars = a.var_names
+    b_vars = b.var_names
+    m = _last(loops, realize, SPATIAL, lambda it: it in a_vars and it not in b_vars, blocked)
+    n = _last(loops, realize, SPATIAL, lambda it: it in b_vars and it not in a_vars, blocked)
+    k = _last(loops, realize, REDUCE, lambda it: it in a_vars and it in b_vars, blocked)
+    if m is None or n is None or k is None:
+        return None
+    extents = {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
+    sizes = tile_sizes.contraction_sizes(spec, operands_dtype(a, b), extents)
+    plan = KernelPlan([list(loops)], num_warps=tile_sizes.contraction_warps(sizes), num_stages=3, group_m=8)
+    for loop, role in ((m, "M"), (n, "N"), (k, "K")):
+        plan.tiles[_key(loop)] = TileChoice(axis_name(loop), sizes[role], False, f"BLOCK_{role}")
+    return plan
+
+
+def contiguous_loops(loops, realize) -> list[tirx.For]:
+    """Loops that drive the last (contiguous) index of some access of the block, in loop order."""
+    driving: set[str] = set()
+    for access in block_accesses(realize.block):
+        if access.indices:
+            driving.update(v.name for v in vars_of(access.indices[-1]))
+    return [loop for loop in loops if _bound_name(loop, realize) in driving]
+
+
+def _plan_transposed(loops, realize, contiguous, axis_name) -> KernelPlan:
+    """Accesses contiguous along different loops (a transpose): square tiles over both, so the
+    loads and the stores each run along a tile axis and coalesce."""
+    plan = KernelPlan([list(loops)], num_warps=4, num_stages=2)
+    for loop in contiguous[-2:]:
+        plan.tiles[_key(loop)] = TileChoice(axis_name(loop), tile_sizes.transposed_size(static_int(loop.extent)), False)
+    return plan
+
+
+def _store_dtype(realize) -> str:
+    """The widest dtype the block stores (a tile's register budget is counted in its elements)."""
+    stored = [str(a.buffer.dtype) for a in block_accesses(realize.block) if a.is_store]
+    return max(stored, key=element_bytes) if stored else "float32"
+
+
+def _plan_general(spec: GpuSpec, loops, realize, blocked, axis_name) -> KernelPlan:
+    plan = KernelPlan([list(loops)], num_warps=4, num_stages=2)
+    dtype = _store_dtype(realize)
+    free = [loop for loop in loops if _key(loop) not in blocked]
+    reduce = [loop for loop in free if loop_kind(loop, realize) == REDUCE]
+    spatial = [loop for loop in free if loop_kind(loop, realize) == SPATIAL]
+    remaining = tile_sizes.spatial_budget(spec, dtype)
+    if reduce:
+        size, plan.num_warps, remaining = tile_sizes.reduction_size(spec, dtype, static_int(reduce[-1].extent))
+        plan.tiles[_key(reduce[-1])] = TileChoice(axis_name(reduce[-1]), size, False)
+    for loop in reversed(spatial[-2:]):
+        size = tile_sizes.spatial_size(static_int(loop.extent), remaining)
+        if size <= 1:
+            break
+        plan.tiles[_key(loop)] = TileChoice(axis_name(loop), size, False)
+        remaining = max(1, remaining // size)
+    return plan
+
+
+def _plan_scan(spec: GpuSpec, loops, realize, scan_loop, blocked, axis_name) -> KernelPlan:
+    """The scan axis is one tile (stepped by a serial loop when longer than the widest row tile);
+    the innermost other spatial loop gets a tile within what is left of the budget."""
+    plan = KernelPlan([list(loops)], num_warps=4, num_stages=2)
+    size, whole = tile_sizes.row_tile(static_int(scan_loop.extent))
+    plan.tiles[_key(scan_loop)] = TileChoice(axis_name(scan_loop), size, whole)
+    others = [l for l in loops if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked]
+    remaining = max(1, tile_sizes.spatial_budget(spec, _store_dtype(realize)) // size)
+    if others and remaining > 1:
+        plan.tiles[_key(others[-1])] = TileChoice(axis_name(others[-1]),
+                                                  tile_sizes.spatial_size(static_int(others[-1].extent), remaining), False)
+    return plan
+
+
+def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans) -> KernelPlan:
+    scan = next((l for l in loops if _key(l) in scans), None)
+    if scan is not None:
+        return _plan_scan(spec, loops, realize, scan, blocked, axis_name)
+    if contraction_operands(realize.block) is not None:
+        plan = _plan_contraction(spec, loops, realize, blocked, axis_name)
+        if plan is not None:
+            return plan
+    contiguous = [l for l in contiguous_loops(loops, realize)
+                  if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked]
+    if len(contiguous) >= 2 and all(loop_kind(l, realize) == SPATIAL for l in loops) and not blocked:
+        return _plan_transposed(loops, realize, contiguous, axis_name)
+    return _plan_general(spec, loops, realize, blocked, axis_name)
+
+
+# --- fused nests -------------------------------------------------------------------------------
+def _indexed_axes(realize, loop: tirx.For) -> set[tuple[str, int]]:
+    """(buffer, axis) pairs that the loop indexes directly: loops of different sub-nests that index
+    the same axis of the same buffer walk the same columns and can share one tile axis."""
+    iter_var = next((iv.var for iv, v in zip(realize.block.iter_vars, realize.iter_values)
+                     if isinstance(v, tirx.Var) and v.same_as(loop.loop_var)), None)
+    if iter_var is None:
+        return set()
+    axes = set()
+    for access in block_accesses(realize.block):
+        for axis, index in enumerate(access.indices):
+            if isinstance(index, tirx.Var) and index.same_as(iter_var):
+                axes.add((access.name, axis))
+    return axes
+
+
+def _fused_contraction(spec, shape: FusedShape, blocked, axis_name) -> KernelPlan | None:
+    """A contraction whose M and N are the shared loops (a matmul with its epilogue)."""
+    for loops, realize in shape.subs:
+        if contraction_operands(realize.block) is None:
+            continue
+        plan = _plan_contraction(spec, shape.shared + loops, realize, blocked, axis_name())
+        if plan is None:
+            continue
+        tiled_shared = [l for l in shape.shared if _key(l) in plan.tiles]
+        tiled_inner = [l for l in loops if _key(l) in plan.tiles]
+        if len(tiled_shared) == 2 and len(tiled_inner) == 1:
+            plan.chains = [list(shape.shared)] + shape.chains
+            return plan
+    return None
+
+
+def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | None:
+    """The loop an online nest's running maximum walks, when it must be stepped in tiles: a sum
+    over it is a contraction (flash attention's weighted sum), or it is longer than one tile;
+    with the dtype of the sums' operands, and whether one is a contraction."""
+    online = [(loops, realize) for loops, realize in shape.subs
+              if online_shift(realize.block) is not None or online_rescale(realize.block) is not None]
+    reduce_loops = [l for loops, realize in online for l in loops if loop_kind(l, realize) == REDUCE]
+    if not reduce_loops or _key(reduce_loops[0]) in blocked:
+        return None
+    loop = reduce_loops[0]
+    # a contraction folded along the loop (attention's weighted sum), or one computing its elements
+    # (the scores fused under it): either way the loop's tiles are tl.dot tiles
+    contraction = next((realize for loops, realize in shape.subs if contraction_operands(realize.block) is not None
+                        and any(l.same_as(loop) for l in loops)), None)
+    if contraction is None and tile_sizes.row_tile(static_int(loop.extent))[1]:
+        return None
+    dtype = operands_dtype(*contraction_operands(contraction.block)) if contraction is not None else _store_dtype(online[0][1])
+    return loop, dtype, contraction is not None
+
+
+def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, bool], plan: KernelPlan,
+                 axis_name) -> tuple[int, int]:
+    """Tile the online loop (stepped by a serial loop) and choose the rows; returns (rows, columns)."""
+    loop, dtype, contraction = online
+    rows_extent = static_int(shape.shared[-1].extent)
+    rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, rows_extent, static_int(loop.extent), contraction)
+    others = [static_int(l.extent) for l in shape.shared[:-1]]
+    if contraction and rows_extent is not None and None not in others:
+        fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec.multiprocessors)
+        if fewer < rows:   # the same elements per tile, wider: fewer, longer steps hide more latency
+            columns = min(columns * rows // fewer, tile_sizes.next_power_of_two(static_int(loop.extent) or columns))
+            rows, plan.num_stages = fewer, 3
+    plan.tiles[_key(loop)] = TileChoice(axis_name(loop), columns, False)
+    plan.notes.append(f"loop {loop.loop_var.name} walks an online softmax: tiles of {columns}, rescaled sums; "
+                      f"{rows} rows per program")
+    return rows, columns
+
+
+def _recomputes_the_row(loop: tirx.For, loops, realize, online_loop: tirx.For) -> bool:
+    """A contraction beside (not under) the online loop, spatial along a loop as long as it: the
+    scores recomputed for the normalize pass (LoopFusion's recompute), walked in the same tiles."""
+    return (not any(l.same_as(online_loop) for l in loops) and loop_kind(loop, realize) == SPATIAL
+            and contraction_operands(realize.block) is not None
+            and tvm_ffi.structural_equal(loop.extent, online_loop.extent))
+
+
+def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
+    plan = _fused_contraction(spec, shape, blocked, _axis_namer)
+    if plan is not None:
+        return plan
+    axis_name = _axis_namer()
+    plan = KernelPlan([list(shape.shared)] + shape.chains, num_stages=2)
+    online = _online_loop(shape, blocked)
+    online_rows, online_columns = _plan_online(spec, shape, online, plan, axis_name) if online is not None else (None, None)
+    shared_axes: dict[tuple, str] = {}   # (extent, (buffer, axis)) -> axis name of a whole tile
+    widest = 1
+    for loops, realize in shape.subs:
+        used = {plan.tiles[_key(l)].axis for l in loops if _key(l) in plan.tiles}  # one block: distinct axes
+        for kind in (REDUCE, SPATIAL):
+            candidates = [l for l in loops if loop_kind(l, realize) == kind and _key(l) not in blocked]
+            if not candidates or _key(candidates[-1]) in plan.tiles:
+                continue  # none, or a loop around several blocks that an earlier one tiled
+            loop = candidates[-1]
+            extent = static_int(loop.extent)
+            size, whole = tile_sizes.row_tile(extent)
+            if online_rows is not None and _recomputes_the_row(loop, loops, realize, online[0]):
+                size, whole = online_columns, False   # the row's scores again, beside the online loop: tl.dot tiles
+            elif online_rows is not None and not whole:
+                size = tile_sizes.stepped_size(size, online_rows)   # beside the online loop, the same rows
+            keys = sorted(((extent, key) for key in _indexed_axes(realize, loop)), key=str) if whole else []
+            axis = next((shared_axes[k] for k in keys if k in shared_axes and shared_axes[k] not in used), None)
+            axis = axis or axis_name(loop)
+            for k in keys:
+                shared_axes.setdefault(k, axis)
+            used.add(axis)
+            plan.tiles[_key(loop)] = TileChoice(axis, size, whole)
+            widest = max(widest, size)
+    row_loop = shape.shared[-1]
+    has_contraction = any(contraction_operands(r.block) is not None for _, r in shape.subs)
+    rows = online_rows or tile_sizes.fused_rows(widest, static_int(row_loop.extent), has_contraction)
+    if rows > 1 and _key(row_loop) not in blocked:
+        plan.tiles[_key(row_loop)] = TileChoice(axis_name(row_loop), rows, False)
+    if online_rows is None:
+        plan.num_warps = tile_sizes.fused_warps(rows, widest)
+    return plan
+
+
+# --- dots ----------------------------------------------------------------------------------------
+def _dot_loops(realize, enclosing: list[tirx.For], tiles: dict[int, TileChoice]) -> tuple[int, int, int] | None:
+    """(m, n, k) loops when a contraction block's tiled loops are exactly one M, one N and one K
+    tile axis, each at least tl.dot's minimum: then the block is a tl.dot."""
+    operands = contraction_operands(realize.block)
+    if operands is None:
+        return None
+    a, b = operands
+    a_vars = a.var_names
+    b_vars = b.var_names
+    roles: dict[str, list[tirx.For]] = {"m": [], "n": [], "k": [], "other": []}
+    for loop in enclosing:
+        if _key(loop) not in tiles or bound_iter_var(realize, loop.loop_var) is None:
+            continue  # an axis the block does not vary along
+        it, kind = _bound_name(loop, realize), loop_kind(loop, realize)
+        role = ("m" if kind == SPATIAL and it in a_vars and it not in b_vars else
+                "n" if kind == SPATIAL and it in b_vars and it not in a_vars else
+                "k" if kind == REDUCE and it in a_vars and it in b_vars else "other")
+        roles[role].append(loop)
+    if roles["other"] or any(len(roles[r]) != 1 for r in ("m", "n", "k")):
+        return None
+    m, n, k = roles["m"][0], roles["n"][0], roles["k"][0]
+    if min(tiles[_key(l)].size for l in (m, n, k)) < LIMITS.dot_min_block:
+        return None
+    return _key(m), _key(n), _key(k)
+
+
+def _mark_dots(stmt, plan: KernelPlan) -> None:
+    for realize, enclosing in block_sites(stmt):
+        loops = _dot_loops(realize, list(enclosing), plan.tiles)
+        if loops is not None:
+            plan.dots[realize.block.name_hint] = loops
+
+
+# --- kernels -------------------------------------------------------------------------------------
+def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
+    """Loops that become program ids (or the program-id half of a split): a perfect nest's spatial
+    loops, a fused nest's shared loops, or another nest's leading loops that are spatial for every
+    block; never a loop that carries a dependence."""
+    if nest is not None:
+        loops, realize = nest
+        return {_key(l) for l in loops if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked}
+    if shape is not None:
+        return {_key(l) for l in shape.shared if _key(l) not in blocked}
+    realizes = realizes_under(stmt)
+    parallel: set[int] = set()
+    loop = stmt
+    while isinstance(loop, tirx.For) and realizes:
+        if _key(loop) in blocked or any(loop_kind(loop, r) != SPATIAL for r in realizes):
+            break
+        parallel.add(_key(loop))
+        loop = loop.body
+    return parallel
+
+
+def plan_kernel(spec: GpuSpec, stmt) -> KernelPlan:
+    """The plan for one kernel statement (any shape)."""
+    carried = blocked_loops(stmt)
+    blocked = set(carried)
+    nest = perfect_nest(stmt)
+    scans = scan_loops(stmt, carried) if nest is not None else {}
+    for key in scans:  # a scan's dependence stays in registers: the loop needs no sync
+        del carried[key]
+    shape = fused_shape(stmt) if nest is None else None
+    if nest is not None:
+        plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans)
+    elif shape is not None:
+        plan = _plan_fused(spec, shape, blocked)
+    else:
+        leading = loop_chain(stmt)[0]
+        inner = [loop for loop in loops_under(stmt) if not any(loop.same_as(l) for l in leading)]
+        plan = KernelPlan([leading] + [[loop] for loop in inner])
+        plan.notes.append("not a perfect or fused nest: only the common outer spatial loops become program ids")
+    plan.parallel = _parallel_loops(stmt, nest, shape, blocked)
+    plan.carries = carried
+    plan.scans = {block: (key, form) for key, (block, form) in scans.items()}
+    plan.notes += [f"{block} is a {form.combiner} scan along loop {_loop_named(stmt, key)}"
+                   for key, (block, form) in scans.items()]
+    plan.notes += _dependence_notes(stmt, carried)
+    _mark_dots(stmt, plan)
+    return plan
+

@@ -1,0 +1,103 @@
+"""The public API: `compile(func_or_module) -> kernel`, the one driver every backend goes through.
+
+frontend (one PrimFunc as an IRModule) -> input checks -> the backend's capability check -> the
+backend's pass pipeline (verified after every pass unless verify=False) -> the backend's lowering
+-> its emitter -> the emitted module's last check against TVM's build of the input (what is
+verified is what is compiled). The backend is a value from `backend.py`'s registry; nothing here
+depends on which one it is.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import tempfile
+
+import tvm_ffi
+
+from tir_passes.checks.input_checks import check_input
+from tir_passes.errors import VerificationError
+from tir_passes.infra.frontend import as_module
+from tir_passes.pipeline import CHECKS, run_pipeline
+
+from .backend import Backend, LowerOptions, backend as registered_backend
+from .check import CheckReport
+from .kernel import CompiledKernel, TritonKernel
+
+__all__ = ["CompiledKernel", "TritonKernel", "compile", "structural_hash_hex"]
+
+
+def structural_hash_hex(func) -> str:
+    return f"0x{tvm_ffi.structural_hash(func, map_free_vars=True) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | None = None, verify: bool = True,
+            gpu: str = "H200", passes=None, disable=(), allow_tf32: bool = False,
+            debug: bool = False, backend: str = "triton") -> CompiledKernel:  # noqa: A001
+    """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) with a registered backend.
+
+    backend="gluon": a thread-bound schedule with shared staging (examples/shared_memory.py) to a
+    Gluon module whose shared layouts are BankConflictFreeTiling's (triton_codegen/gluon; GPU only).
+
+    debug: an index read from memory that is out of range fails a device assertion naming the
+    access and its TVMScript line (also where a `T.assume` claimed it in range), instead of
+    reading zero or dropping the store. Triton's interpreter ignores device assertions: this
+    acts on a GPU."""
+    chosen = registered_backend(backend)
+    mod = as_module(func_or_module, func_name)
+    name = str(mod["main"].attrs["global_symbol"])
+    # before the pipeline's checks build anything with TVM: the input's structure, then what the
+    # backend can express (an external symbol would be JIT-linked by the numerics reference)
+    check_input(mod)
+    chosen.check_supported(mod["main"], name)
+    pipeline = list(passes) if passes is not None else chosen.pipeline(gpu)
+    result = run_pipeline(mod, pipeline, dump_dir=dump_dir, checks=CHECKS if verify else (), disable=disable)
+    options = LowerOptions(allow_tf32=allow_tf32, debug=debug)
+    kernel = _emit(chosen, result.module, name, structural_hash_hex(mod["main"]),
+                   tuple(s.name for s in result.stages), options, result)
+    if dump_dir:
+        with open(os.path.join(dump_dir, "tile_program.txt"), "w") as handle:
+            handle.write(chosen.describe(kernel.program))
+    if verify:
+        kernel.check_report = verify_kernel(chosen, kernel, result, options, dump_dir)
+    return kernel
+
+
+def _emit(chosen: Backend, module, name: str, source_hash: str, passes: tuple[str, ...], options: LowerOptions,
+          result=None) -> CompiledKernel:
+    program = chosen.lower(module["main"], name, source_hash, passes, options)
+    source = chosen.emit(program)
+    builtins.compile(source, f"<tir-triton {chosen.name} {name}>", "exec")  # catches indentation bugs at once
+    return chosen.kernel_class(name, source, program, module, result)
+
+
+def verify_kernel(chosen: Backend, kernel: CompiledKernel, result, options: LowerOptions,
+                  dump_dir: str | None) -> CheckReport:
+    """The last check: the emitted kernel (or, for a program checked at reduced sizes, the same
+    pipeline's kernel for the reduced copy) against TVM's build of the input. Raises
+    VerificationError when it differs."""
+    numerics = result.numerics
+    checked = kernel
+    if numerics.reduced:
+        checked = _emit(chosen, numerics.final_module, kernel.name, kernel.program.source_hash,
+                        kernel.program.passes, options)
+    report = chosen.check_kernel(checked, numerics.reference)
+    if report.skipped:
+        return report
+    report.where = numerics.describe()
+    if not report.ok:
+        raise VerificationError("lowering", "kernel", f"the {chosen.name} kernel differs from TVM's build of the input "
+                                f"(at {numerics.describe()}), although every stage matched: a decision the llvm "
+                                "build does not see, the lowering or the code generator is wrong\n"
+                                + "\n".join(report.problems[:10]), _write_kernel_failure(chosen, dump_dir, checked))
+    return report
+
+
+def _write_kernel_failure(chosen: Backend, dump_dir: str | None, kernel: CompiledKernel) -> str:
+    folder = os.path.join(dump_dir, "failure_kernel") if dump_dir else tempfile.mkdtemp(prefix="tir-triton-failure-kernel-")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{kernel.name}.py"), "w") as handle:
+        handle.write(kernel.source)
+    with open(os.path.join(folder, "tile_program.txt"), "w") as handle:
+        handle.write(chosen.describe(kernel.program))
+    return folder
