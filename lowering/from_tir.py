@@ -12,7 +12,9 @@ that the launcher allocates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
@@ -105,6 +107,31 @@ def _lower_shape_scalar(expr) -> Expr:
     raise UnsupportedConstructError(f"scratch buffer dimension {expr} must be a constant or a shape variable")
 
 
+# The statement rules, one per TIR statement type, at the two places a statement can stand: between
+# a kernel's loops (outside any block body) and inside a block's body. The capability check
+# (support.py) accepts exactly these, so nothing passes it that the lowering then refuses.
+KERNEL_STATEMENTS: dict[type, "StatementRule"] = {}
+BODY_STATEMENTS: dict[type, "StatementRule"] = {}
+
+
+@dataclass(frozen=True)
+class StatementRule:
+    lower: Callable        # (KernelLowering, stmt[, guards]) -> None
+    text: str              # what users write, for the capability check's messages and docs ("": implied)
+
+
+def statement_rule(table: dict, node_type: type, text: str):
+    def register(method):
+        assert node_type not in table, f"two rules for {node_type.__name__}"
+        table[node_type] = StatementRule(method, text)
+        return method
+    return register
+
+
+def statements_text(table: dict) -> str:
+    return ", ".join(dict.fromkeys(rule.text for rule in table.values() if rule.text))
+
+
 class KernelLowering:
     """Lowers one kernel: holds its scope, the statements emitted so far and its registers."""
 
@@ -177,23 +204,20 @@ class KernelLowering:
         return f"{python_name(base)}_{self.counter}"
 
     def lower_stmt(self, stmt) -> None:
-        if isinstance(stmt, tirx.SeqStmt):
-            for child in stmt.seq:
-                self.lower_stmt(child)
-                self._sync_if_pending()
-        elif isinstance(stmt, tirx.For):
-            self._lower_for(stmt)
-        elif isinstance(stmt, s_tir.SBlockRealize):
-            self._lower_realize(stmt)
-        elif is_assumption(stmt):
-            pass  # a fact for the bounds proofs (accesses.py), no run-time effect
-        elif isinstance(stmt, tirx.While):
-            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: a data-dependent while "
-                                            "loop cannot become a Triton kernel (loop trip counts must be known at launch)")
-        else:
-            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: statement "
-                                            f"{type(stmt).__name__} `{str(stmt).strip()[:80]}` has no Triton mapping")
+        rule = KERNEL_STATEMENTS.get(type(stmt))
+        if rule is None:
+            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: statement {type(stmt).__name__} "
+                                            f"`{str(stmt).strip()[:80]}` has no Triton mapping here (supported around "
+                                            f"blocks: {statements_text(KERNEL_STATEMENTS)})")
+        rule.lower(self, stmt)
 
+    @statement_rule(KERNEL_STATEMENTS, tirx.SeqStmt, "")
+    def _lower_seq(self, stmt: tirx.SeqStmt) -> None:
+        for child in stmt.seq:
+            self.lower_stmt(child)
+            self._sync_if_pending()
+
+    @statement_rule(KERNEL_STATEMENTS, tirx.For, "for loops of known extent")
     def _lower_for(self, loop: tirx.For) -> None:
         if loop.kind == tirx.ForKind.THREAD_BINDING:
             raise UnsupportedConstructError(f"{source_line(loop) or self.location}: loop {loop.loop_var.name} is bound "
@@ -232,6 +256,7 @@ class KernelLowering:
             self.pending_sync = False
 
     # --- blocks ---------------------------------------------------------------------------
+    @statement_rule(KERNEL_STATEMENTS, s_tir.SBlockRealize, "T.sblock blocks")
     def _lower_realize(self, realize: s_tir.SBlockRealize) -> None:
         block = realize.block
         if block.alloc_buffers or block.match_buffers:
@@ -249,6 +274,14 @@ class KernelLowering:
                 if block.init is not None:
                     raise UnsupportedConstructError(f"{self.location}: block '{block.name_hint}' has T.init but no reduction axis")
                 self.lower_body(block.body)
+
+    @statement_rule(BODY_STATEMENTS, tirx.Evaluate, "T.assume")
+    @statement_rule(KERNEL_STATEMENTS, tirx.Evaluate, "T.assume")
+    def _lower_evaluate(self, stmt: tirx.Evaluate, guards: tuple = ()) -> None:
+        if not is_assumption(stmt):  # support.py names what else an Evaluate may be
+            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: `{str(stmt).strip()[:80]}` "
+                                            "evaluates a value for no effect; it has no Triton mapping")
+        # a fact for the bounds proofs (accesses.py), no run-time effect
 
     def _block_location(self, block) -> str:
         stores: list = []
@@ -302,23 +335,39 @@ class KernelLowering:
         return Condition(position < loop_tile(loop).extent, dim.tail)
 
     def lower_body(self, stmt, guards: tuple = ()) -> None:
-        if isinstance(stmt, tirx.SeqStmt):
-            for child in stmt.seq:
-                self.lower_body(child, guards)
-        elif isinstance(stmt, tirx.BufferStore):
-            self.store(stmt, lower_expr(self, stmt.value, guards), guards)
-        elif isinstance(stmt, tirx.Bind):  # `v: T.let = value`: later statements read v as the value
-            self.block_env[stmt.var.__chandle__()] = lower_expr(self, stmt.value, guards)
-        elif isinstance(stmt, tirx.IfThenElse):
-            self.lower_body(stmt.then_case, guards + (stmt.condition,))
-            if stmt.else_case is not None:
-                self.lower_body(stmt.else_case, guards + (tirx.Not(stmt.condition),))
-        elif is_assumption(stmt):
-            pass  # a fact for the bounds proofs (accesses.py), no run-time effect
-        elif isinstance(stmt, s_tir.SBlockRealize):
+        rule = BODY_STATEMENTS.get(type(stmt))
+        if rule is None and isinstance(stmt, s_tir.SBlockRealize):
             raise UnsupportedConstructError(f"{self.location}: nested blocks are not supported")
-        else:
-            self.lower_stmt(stmt)
+        if rule is None:
+            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: statement {type(stmt).__name__} "
+                                            f"`{str(stmt).strip()[:80]}` has no Triton mapping in a block's body "
+                                            f"(supported: {statements_text(BODY_STATEMENTS)})")
+        rule.lower(self, stmt, guards)
+
+    @statement_rule(BODY_STATEMENTS, tirx.SeqStmt, "")
+    def _body_seq(self, stmt: tirx.SeqStmt, guards: tuple) -> None:
+        for child in stmt.seq:
+            self.lower_body(child, guards)
+
+    @statement_rule(BODY_STATEMENTS, tirx.BufferStore, "buffer stores")
+    def _body_store(self, stmt: tirx.BufferStore, guards: tuple) -> None:
+        self.store(stmt, lower_expr(self, stmt.value, guards), guards)
+
+    @statement_rule(BODY_STATEMENTS, tirx.Bind, "let bindings")
+    def _body_bind(self, stmt: tirx.Bind, guards: tuple) -> None:
+        """`v: T.let = value`: later statements read v as the value."""
+        self.block_env[stmt.var.__chandle__()] = lower_expr(self, stmt.value, guards)
+
+    @statement_rule(BODY_STATEMENTS, tirx.IfThenElse, "if/else")
+    def _body_if(self, stmt: tirx.IfThenElse, guards: tuple) -> None:
+        self.lower_body(stmt.then_case, guards + (stmt.condition,))
+        if stmt.else_case is not None:
+            self.lower_body(stmt.else_case, guards + (tirx.Not(stmt.condition),))
+
+    @statement_rule(BODY_STATEMENTS, tirx.For, "for loops of known extent")
+    def _body_for(self, stmt: tirx.For, guards: tuple) -> None:
+        self._lower_for(stmt)
+
 
     # --- ExprContext ----------------------------------------------------------------------
     def where(self) -> str:

@@ -26,13 +26,13 @@ from tir_passes.checks.input_checks import EXTERNAL_CALLS, external_symbol
 from tir_passes.infra.pass_util import source_line
 
 from .exprs import SUPPORTED_DTYPES, call_name, supported_calls
+from .from_tir import BODY_STATEMENTS, KERNEL_STATEMENTS, statements_text
 from .param_shapes import check_param_shapes
 
-# statements the lowering (from_tir.py) has a rule for; T.alloc_buffer is HoistAllocations'
-SUPPORTED_STATEMENTS = (tirx.SeqStmt, tirx.For, s_tir.SBlockRealize, s_tir.SBlock, tirx.BufferStore,
-                        tirx.IfThenElse, tirx.AllocBuffer, tirx.Bind)
-STATEMENTS_TEXT = "for loops of known extent, T.sblock blocks, buffer stores, if/else, let bindings, T.assume"
-
+# statements the lowering has a rule for (from_tir.py's tables), where each may stand; the nodes
+# that carry them (SBlock, under its realize) and T.alloc_buffer (HoistAllocations') besides
+_CARRIERS = (s_tir.SBlock, tirx.AllocBuffer)
+STATEMENTS_TEXT = statements_text({**KERNEL_STATEMENTS, **BODY_STATEMENTS})
 
 def check_supported(func: tirx.PrimFunc, name: str) -> None:
     """Raise UnsupportedConstructError for the first construct the lowering cannot express."""
@@ -77,6 +77,7 @@ class _Capabilities:
     def __init__(self, name: str):
         self.where = f"PrimFunc {name}"
         self.problem: str | None = None
+        self.block_depth = 0   # > 0 inside a (non-root) block's body
 
     def first_problem(self, body) -> str | None:
         tvm_ffi.structural_visit(body, [(tirx.Stmt, self._statement), (tvm.ir.Call, self._call),
@@ -91,6 +92,7 @@ class _Capabilities:
             return
         outer = self.where
         self.where = source_line(stmt) or outer
+        table = BODY_STATEMENTS if self.block_depth else KERNEL_STATEMENTS
         if isinstance(stmt, tirx.While):
             self.refuse("a data-dependent while loop cannot become a Triton kernel (loop trip counts must be known "
                         f"at launch); supported statements: {STATEMENTS_TEXT}")
@@ -99,13 +101,25 @@ class _Capabilities:
                         "tir-triton maps loops to Triton programs itself; write a plain loop")
         elif isinstance(stmt, tirx.Evaluate):
             self._evaluate(stmt, visitor)
-        elif not isinstance(stmt, SUPPORTED_STATEMENTS):
-            text = str(stmt).strip().splitlines()[0][:80]
-            self.refuse(f"statement {type(stmt).__name__} `{text}` has no Triton mapping; supported statements: "
-                        f"{STATEMENTS_TEXT}")
-        else:
+        elif isinstance(stmt, s_tir.SBlockRealize) and self.block_depth and not self._is_root(stmt):
+            self.refuse(f"block '{stmt.block.name_hint}' is nested in another block's body: nested blocks are not "
+                        "supported (write it after the block, under its own loops)")
+        elif isinstance(stmt, s_tir.SBlock):
+            self.block_depth += 0 if stmt.name_hint == "root" else 1
             visitor.default_visit(stmt)
+            self.block_depth -= 0 if stmt.name_hint == "root" else 1
+        elif isinstance(stmt, _CARRIERS) or type(stmt) in table:
+            visitor.default_visit(stmt)
+        else:
+            text = str(stmt).strip().splitlines()[0][:80]
+            place = "in a block's body" if self.block_depth else "around blocks (outside any block's body)"
+            self.refuse(f"statement {type(stmt).__name__} `{text}` has no Triton mapping {place}; supported there: "
+                        f"{statements_text(table)}")
         self.where = outer
+
+    @staticmethod
+    def _is_root(realize) -> bool:
+        return realize.block.name_hint == "root"
 
     def _evaluate(self, stmt, visitor) -> None:
         if is_assumption(stmt) or isinstance(stmt.value, (tirx.IntImm, tirx.FloatImm)):

@@ -90,11 +90,6 @@ def _graph() -> dict[str, set[str]]:
     return {module: _imports(module, path, known) for module, path in sorted(sources.items())}
 
 
-def _layer(module: str) -> int:
-    return max((rank for prefix, rank in LAYERS if module == prefix or module.startswith(prefix + ".")),
-               key=lambda rank: rank, default=7) if module != "tir_passes" else 5
-
-
 def _layer_of(module: str) -> int:
     best = None
     for prefix, rank in LAYERS:
@@ -147,10 +142,28 @@ def test_no_module_imports_a_higher_layer():
     assert not against, "imports against the layers:\n" + "\n".join(against)
 
 
+_BLOCK_TVM = "import sys\nsys.modules['tvm'] = None\nsys.modules['tvm_ffi'] = None\n"
+
+
 def test_the_runtime_and_tuner_import_without_tvm():
     """On the GPU machine there is no TVM: block it and import everything deployment needs."""
-    script = ("import sys\nsys.modules['tvm'] = None\nsys.modules['tvm_ffi'] = None\n"
-              + "".join(f"import {module}\n" for module in TVM_FREE)
-              + "import triton_codegen.cli\nprint('ok')\n")
+    script = _BLOCK_TVM + "".join(f"import {module}\n" for module in TVM_FREE) + "import triton_codegen.cli\nprint('ok')\n"
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_tir_triton_tune_of_a_saved_module_runs_without_tvm(tmp_path):
+    """`tir-triton tune` gets as far as asking for the GPU (this machine has none) with TVM blocked."""
+    from elementwise import make_scale_shift_relu  # examples/ is on the path (conftest.py)
+
+    from triton_codegen import compile
+
+    path = compile(make_scale_shift_relu(37, 5), verify=False).save(str(tmp_path) + os.sep)
+    script = _BLOCK_TVM + ("from triton_codegen.cli import main\n"
+                           f"code = main(['tune', {path!r}])\n"
+                           "assert 'tvm' not in {m.split('.')[0] for m in sys.modules if sys.modules[m] is not None}\n"
+                           "print('exit', code)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TIR_TRITON_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0 and "exit 2" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "tune needs a CUDA GPU" in done.stderr

@@ -405,17 +405,4 @@ def _layout_problem(name, tensor, block):
     return None
 
 
-def benchmark_configs(launch, configs):
-    """Time each config of one kernel with triton.testing.do_bench; return the best index."""
-    from triton.testing import do_bench
-
-    times = []
-    for config in configs:
-        try:
-            launch(config)  # compile outside the timing: do_bench sizes its repeats on a first call
-            torch.cuda.synchronize()
-            times.append(do_bench(lambda: launch(config), warmup=10, rep=50, return_mode="median"))
-        except Exception:  # a config the GPU rejects (too much shared memory) is skipped
-            times.append(float("inf"))
-    return min(range(len(configs)), key=lambda i: times[i]), times
 # --- tir-triton runtime support: end ---

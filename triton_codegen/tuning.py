@@ -86,10 +86,25 @@ def tune_module(path: str, sizes: dict[str, int], *, budget: int = BUDGET, seed:
 
     On a GPU the timer is gpu_timing.RunTimer and the GPU's name comes from the device. Tests pass
     `timer_factory(module, args)`, `interpret=True` (CPU tensors) and `gpu` (the spec's name)."""
-    device_name, spec = _device(gpu, interpret)
+    _device(gpu, interpret)  # a missing GPU is said before anything is imported or allocated
     module = import_module(path, interpret=interpret)
     args = random_arguments(module.PARAMS, sizes, "cpu" if interpret else "cuda")
     name = os.path.splitext(os.path.basename(path))[0]
+    result, report = tune_loaded(module, args, name, budget=budget, seed=seed, use_cache=use_cache,
+                                 progress=progress, gpu=gpu, max_space=max_space, rounds=rounds,
+                                 timer_factory=timer_factory, interpret=interpret)
+    report = {"module": path, **report}
+    if write:
+        report["written"] = write_back(path, result.chosen, {k: v for k, v in report.items() if k != "chosen"})
+    return report
+
+
+def tune_loaded(module, args, name: str, *, budget: int = BUDGET, seed: int = 0, use_cache: bool = True,
+                progress: bool = True, gpu: str | None = None, max_space: int = MAX_SPACE, rounds: int = ROUNDS,
+                timer_factory: Callable | None = None, interpret: bool = False) -> tuple[TuneResult, dict]:
+    """Tune an imported module on `args` (the tuner's never-slower rule: the default stays unless a
+    finalist beats it beyond the noise) and make the choice the module's in memory (CHOSEN)."""
+    device_name, spec = _device(gpu, interpret)
     key = tuning_cache.cache_key(module, device_name, tuning_cache.argument_shapes(module.PARAMS, args),
                                  _triton_version())
     cached = tuning_cache.load(name, key) if use_cache else None
@@ -101,13 +116,20 @@ def tune_module(path: str, sizes: dict[str, int], *, budget: int = BUDGET, seed:
         timer = timer_factory(module, args) if timer_factory else _gpu_timer(module, args)
         result = tune(spaces, timer, budget=budget, seed=seed, rounds=rounds, progress=progress, label=name)
         tuning_cache.store(name, key, result.to_json())
-    report = {"module": path, "gpu": device_name, "cache_key": key, "cache_hit": result.cache_hit,
+    _choose_in_memory(module, result.chosen)
+    report = {"gpu": device_name, "cache_key": key, "cache_hit": result.cache_hit,
               "default_ms": result.default_ms, "tuned_ms": result.chosen_ms, "noise": result.noise,
               "gain": result.gain, "kept_default": result.kept_default,
               "evaluations": result.timed_evaluations, "chosen": result.chosen}
-    if write:
-        report["written"] = write_back(path, result.chosen, {k: v for k, v in report.items() if k != "chosen"})
-    return report
+    return result, report
+
+
+def _choose_in_memory(module, chosen: dict[str, dict]) -> None:
+    for kernel, config in chosen.items():
+        configs = module.CONFIGS[kernel]
+        if config not in configs:
+            configs.append(config)
+        module.CHOSEN[kernel] = configs.index(config)
 
 
 def _device(gpu: str | None, interpret: bool) -> tuple[str, GpuSpec | None]:

@@ -53,3 +53,57 @@ def test_plain_tirx_function_is_rejected():
 
     with pytest.raises(UnsupportedConstructError, match="not S-TIR"):
         compile(loops_only)
+
+
+def _refused_before_any_pass(monkeypatch, func, pattern: str) -> None:
+    """The capability check refuses `func` with `pattern` before the pipeline runs a pass."""
+    import sys
+
+    def no_pipeline(*args, **kwargs):
+        pytest.fail("a pass ran: the refusal came late")
+
+    monkeypatch.setattr(sys.modules["triton_codegen.driver"], "run_pipeline", no_pipeline)
+    with pytest.raises(UnsupportedConstructError, match=pattern):
+        compile(func)
+
+
+def test_an_if_around_loops_is_refused_before_any_pass(monkeypatch):
+    """The check reads the lowering's statement tables: `if` is a block-body statement only."""
+    @T.prim_func(s_tir=True)
+    def guarded(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), n: T.int32):
+        if n > 0:
+            for i in range(16):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(16, i)
+                    B[vi] = A[vi]
+
+    _refused_before_any_pass(monkeypatch, guarded, r"test_unsupported.py:\d+: statement IfThenElse .* has no Triton "
+                             r"mapping around blocks .*supported there: for loops of known extent, T.sblock blocks")
+
+
+def test_an_if_inside_a_block_compiles():
+    @T.prim_func(s_tir=True)
+    def clipped(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+        for i in range(16):
+            with T.sblock("B"):
+                vi = T.axis.spatial(16, i)
+                if A[vi] > 0.0:
+                    B[vi] = A[vi]
+                else:
+                    B[vi] = 0.0
+
+    assert compile(clipped, verify=False).program.kernels
+
+
+def test_a_block_nested_in_a_block_body_is_refused_before_any_pass(monkeypatch):
+    @T.prim_func(s_tir=True)
+    def nested(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32")):
+        for i in range(4):
+            with T.sblock("outer"):
+                vi = T.axis.spatial(4, i)
+                for j in range(4):
+                    with T.sblock("inner"):
+                        vj = T.axis.spatial(4, j)
+                        B[vi, vj] = A[vi, vj]
+
+    _refused_before_any_pass(monkeypatch, nested, r"block 'inner' is nested in another block's body")
