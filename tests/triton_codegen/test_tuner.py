@@ -7,7 +7,6 @@ import json
 import math
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
