@@ -48,7 +48,7 @@ COPY_BYTES = 256 * 2**20
 # --- generate (here, with TVM) ----------------------------------------------------------------
 def generate(folder: str, profile: str = "full", only: set[str] | None = None) -> list[dict]:
     """Compile each case's program at the profile's sizes into `folder`; write the manifest."""
-    from lowering.tile_access import with_tile_accesses
+    from lowering.rewrites.tile_access import with_tile_accesses
     from suite_cases import CASES
     from triton_codegen import compile
     from triton_codegen.descriptors import plan_descriptors

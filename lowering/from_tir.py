@@ -27,15 +27,15 @@ from tir_passes.infra.names import python_name
 from tir_passes.infra.pass_util import root_block, source_line, top_level_statements
 from tir_passes.contracts.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile, scan_mark
 
-from . import reductions
-from .accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
-from .exprs import cast, check_dtype, fold_binary, lower_expr
-from .hoist_loads import hoist_invariant_loads
-from .kernel_scope import KernelScope, build_scope, window_names
-from .param_reads import with_reads
-from .scans import ScanState
-from .param_shapes import shape_entry
-from .tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg, Scalar,
+from lowering.rules import reductions
+from lowering.rules.accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
+from lowering.rules.exprs import cast, check_dtype, fold_binary, lower_expr
+from lowering.rewrites.hoist_loads import hoist_invariant_loads
+from lowering.rules.kernel_scope import KernelScope, build_scope, window_names
+from lowering.rewrites.param_reads import with_reads
+from lowering.rules.scans import ScanState
+from lowering.rules.param_shapes import shape_entry
+from lowering.tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg, Scalar,
                       ScalarArg, ScratchBuffer, SelectCombine, Store, TileKernel, TileProgram)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .param_shapes import entry_text
-from .tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Load, Loop, Reduce,
+from lowering.rules.param_shapes import entry_text
+from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Load, Loop, Reduce,
                       Reg, Scalar, Scan, SelectCombine, Store, TileProgram, Unary, Where)
 
 

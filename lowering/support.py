@@ -25,9 +25,9 @@ from tir_passes.errors import UnsupportedConstructError
 from tir_passes.checks.input_checks import EXTERNAL_CALLS, external_symbol
 from tir_passes.infra.pass_util import source_line
 
-from .exprs import SUPPORTED_DTYPES, call_name, supported_calls
-from .from_tir import BODY_STATEMENTS, KERNEL_STATEMENTS, statements_text
-from .param_shapes import check_param_shapes
+from lowering.rules.exprs import SUPPORTED_DTYPES, call_name, supported_calls
+from lowering.from_tir import BODY_STATEMENTS, KERNEL_STATEMENTS, statements_text
+from lowering.rules.param_shapes import check_param_shapes
 
 # statements the lowering has a rule for (from_tir.py's tables), where each may stand; the nodes
 # that carry them (SBlock, under its realize) and T.alloc_buffer (HoistAllocations') besides

@@ -87,7 +87,7 @@ class RangeCheck:
 
 @dataclass(frozen=True)
 class TileAccess:
-    """What a load or store touches, when it is a rectangle of its buffer (lowering/tile_access.py
+    """What a load or store touches, when it is a rectangle of its buffer (lowering/rewrites/tile_access.py
     decides): along buffer axis p, `origin[p] + arange(BLOCK)` of the tile axis `axes[p]`, or the
     single index `origin[p]` where `axes[p]` is None. The access's mask conjuncts that only say
     "inside the buffer" are implied by any access that drops out-of-bounds elements (a tensor
@@ -117,7 +117,7 @@ class Load:
     dtype: str
     dims: tuple[str, ...]
     checks: tuple[RangeCheck, ...] = ()
-    tile: TileAccess | None = None  # set by lowering/tile_access.py when the access is a rectangle
+    tile: TileAccess | None = None  # set by lowering/rewrites/tile_access.py when the access is a rectangle
 
 
 class HeldInRegisters:
@@ -235,7 +235,7 @@ class Store:
     value: Expr
     mask: tuple[Expr, ...]
     checks: tuple[RangeCheck, ...] = ()
-    tile: TileAccess | None = None  # set by lowering/tile_access.py when the access is a rectangle
+    tile: TileAccess | None = None  # set by lowering/rewrites/tile_access.py when the access is a rectangle
 
 
 @dataclass(frozen=True)
@@ -330,7 +330,7 @@ class ParamSpec:
     dtype: str
     shape: tuple[int | str | tuple, ...] = ()
     written: bool = False
-    read: bool = True  # the result depends on the values passed in (lowering/param_reads.py)
+    read: bool = True  # the result depends on the values passed in (lowering/rewrites/param_reads.py)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tvm
 from tvm import s_tir
 
-from lowering.tile_access import with_tile_accesses
+from lowering.rewrites.tile_access import with_tile_accesses
 from triton_codegen import check_against_tvm, compile
 from triton_codegen.aot import compile_ahead_of_time
 from triton_codegen.configs import config_space

@@ -7,7 +7,7 @@ pointer kernel (the sm_80 path and the fallback) and `<name>_tma`, which takes o
 descriptor (triton.tools.tensor_descriptor.TensorDescriptor) per planned access; the launcher
 picks one at run time (runtime_support.launch_variant: capability, strides, alignment).
 
-What an access is comes from the lowering (Load.tile / Store.tile, lowering/tile_access.py);
+What an access is comes from the lowering (Load.tile / Store.tile, lowering/rewrites/tile_access.py);
 how it is made is decided here, once. An access goes through a descriptor when:
 - it is a rectangle of its buffer with at least two tile axes (every tl.dot operand is one;
   a single row stays a vector load, which already streams at the copy bandwidth) whose last

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import pprint
 
-from lowering.tile_access import with_tile_accesses
+from lowering.rewrites.tile_access import with_tile_accesses
 from lowering.tile_ir import Binary, Const, Expr, Scalar, TileKernel, TileProgram
 
 from . import runtime_support, torch_op_support
@@ -70,12 +70,12 @@ def _params_literal(program: TileProgram) -> str:
 
 def op_outputs(program: TileProgram) -> tuple[str, ...]:
     """Parameters the PyTorch op allocates and returns: written, not read, every element written
-    (lowering/param_reads.py); the others are its arguments."""
+    (lowering/rewrites/param_reads.py); the others are its arguments."""
     return tuple(p.name for p in program.params if p.kind == "buffer" and p.written and not p.read)
 
 
 def _outputs_literal(program: TileProgram) -> str:
-    return ("# written, not read, every element written (lowering/param_reads.py): the PyTorch op allocates them\n"
+    return ("# written, not read, every element written (lowering/rewrites/param_reads.py): the PyTorch op allocates them\n"
             f"OUTPUTS = {op_outputs(program)!r}")
 
 

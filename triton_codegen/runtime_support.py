@@ -4,7 +4,7 @@ code describes its parameters as tuples and calls these functions.
 
 A parameter is (name, kind, dtype, shape, written, int32_offsets); a shape entry is an int, a
 shape variable's name, or a derived dimension: a tuple (op, a, b) of entries that shape_value
-evaluates (lowering/param_shapes.py makes them). Nothing here evaluates text.
+evaluates (lowering/rules/param_shapes.py makes them). Nothing here evaluates text.
 
 What a launch accepts (every refusal is a LaunchError naming the parameter):
 - arguments by position or by the PrimFunc's parameter names; a missing, extra or repeated one

@@ -1,6 +1,6 @@
-"""Loop-invariant loads are made once, before the loop (lowering/hoist_loads.py)."""
+"""Loop-invariant loads are made once, before the loop (lowering/rewrites/hoist_loads.py)."""
 
-from lowering.hoist_loads import hoist_invariant_loads
+from lowering.rewrites.hoist_loads import hoist_invariant_loads
 from lowering.tile_ir import Assign, Binary, Const, Load, Loop, Reg, Scalar, Store
 
 ROW = (Binary("*", Scalar("pid", "int32"), Const(8, "int32"), "int32", ()),)

@@ -9,7 +9,7 @@ import tvm
 from tvm.script import tirx as T
 
 from helpers import AOT_ARCHS, compile_and_check
-from lowering import exprs
+from lowering.rules import exprs
 from lowering.ops import BINARY_INTRINSICS, BINARY_OPS, UNARY_INTRINSICS, UNARY_OPS
 from lowering.tile_ir import Binary, Const, Reg, TileKernel, Unary
 from tir_passes import UnsupportedConstructError

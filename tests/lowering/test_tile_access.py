@@ -5,7 +5,7 @@ import dataclasses
 
 from tvm.script import tirx as T
 
-from lowering.tile_access import with_tile_accesses
+from lowering.rewrites.tile_access import with_tile_accesses
 from lowering.tile_ir import Binary, Const, Load, Scalar, Store
 from triton_codegen import compile
 

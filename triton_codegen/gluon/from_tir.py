@@ -29,7 +29,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 
-from lowering.exprs import check_dtype, dtype_of, lower_expr
+from lowering.rules.exprs import check_dtype, dtype_of, lower_expr
 from lowering.tile_ir import Const, Reg, Scalar
 from tir_passes.passes.bank_conflict_free_tiling import contraction_operands
 from tir_passes.errors import UnsupportedConstructError
@@ -380,7 +380,7 @@ def _tile_axes(indices, block, box: Box, where: str, buffer: str) -> tuple[tuple
 
 
 def _cast(value, dtype: str):
-    from lowering.exprs import cast
+    from lowering.rules.exprs import cast
 
     return cast(value, dtype)
 

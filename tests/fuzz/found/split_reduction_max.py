@@ -5,7 +5,7 @@ Found by the fuzzer (seed 4058230223, verify=False): every element differs, e.g.
 gives 15. Not yet shrunk: the split, the `v1 % 5` index and the second reduction axis v2 are
 the suspects. Cause: the predicate on the serial reduction loops masked the loads (reading 0)
 but not the fold, and the result's store was masked by it after the loops. Fixed in
-lowering/reductions.py: conditions on a reduction's loops guard each term, not the store.
+lowering/rules/reductions.py: conditions on a reduction's loops guard each term, not the store.
 """
 from tvm.script import tirx as T
 

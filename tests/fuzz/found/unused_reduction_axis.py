@@ -4,7 +4,7 @@ iteration: a silent wrong result.
 Found by the fuzzer (seed 4058230462, verify=False). `Out0[v0, v2]` starts at 1 and adds
 `A0[64 - v0, v2 % 3, v3, 0]` for each of the two values of v1, which the body never reads:
 TVM gives 1 + 2a, the kernel gave 1 + a (every element differed). Fixed: the lowering lays
-the term along every tile axis that walks the reduction before it folds (lowering/reductions.py).
+the term along every tile axis that walks the reduction before it folds (lowering/rules/reductions.py).
 """
 from tvm.script import tirx as T
 

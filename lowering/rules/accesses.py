@@ -23,8 +23,8 @@ from tir_passes.analyses.assumptions import Assumptions, reads_memory
 from tir_passes.analyses.path_conditions import proven
 from tir_passes.infra.names import stride_name
 
-from .exprs import fold_binary
-from .tile_ir import Cast, Const, Expr, RangeCheck, Scalar
+from lowering.rules.exprs import fold_binary
+from lowering.tile_ir import Cast, Const, Expr, RangeCheck, Scalar
 
 INT32_LIMIT = 2**31 - 1
 

@@ -1,9 +1,9 @@
 """Reduction blocks on tiles: register accumulators, `tl.sum/max/min`, `tl.dot` and selections.
 
-A reduction block's body is read as one update per output (lowering/reduction_forms.py). An
+A reduction block's body is read as one update per output (lowering/rules/reduction_forms.py). An
 output folded on its own, `X[s] = combine(X[s], rhs)`, gets a register accumulator over the tile
 axes of `s`; a selection (arg-max, arg-min) gets a state of several registers
-(lowering/selections.py). The block's registers open together (T.init's values, or what the
+(lowering/rules/selections.py). The block's registers open together (T.init's values, or what the
 outputs hold without T.init) before the outermost serial loop that walks the block's reduction;
 each visit folds `reduce(where(mask, rhs, identity))` over the tile axes of the reduction into
 each accumulator and merges its winner into each selection; after the loop every output is stored
@@ -36,11 +36,11 @@ from tir_passes.analyses.nest import contraction_operands, operands_dtype
 from tir_passes.contracts.online_contract import online_shift
 from tir_passes.contracts.tile_contract import TILE, ContractError, dot_mark
 
-from . import selections
-from .exprs import accumulator_dtype, cast, identity, lower_expr
-from .fold_order import fold_order_problem
-from .reduction_forms import Combiner, reduction_form
-from .tile_ir import Arange, Assign, Binary, Cast, Const, Dot, Expr, HeldInRegisters, Load, Reduce, Where
+from lowering.rules import selections
+from lowering.rules.exprs import accumulator_dtype, cast, identity, lower_expr
+from lowering.rules.fold_order import fold_order_problem
+from lowering.rules.reduction_forms import Combiner, reduction_form
+from lowering.tile_ir import Arange, Assign, Binary, Cast, Const, Dot, Expr, HeldInRegisters, Load, Reduce, Where
 
 
 def combine(kind: str, acc: Expr, value: Expr, dims) -> Expr:

@@ -30,8 +30,8 @@ from tvm import tirx
 
 from tir_passes.errors import UnsupportedConstructError
 
-from .ops import BINARY_INTRINSICS, UNARY_INTRINSICS, fold
-from .tile_ir import Binary, Cast, Const, Expr, Unary, Where
+from lowering.ops import BINARY_INTRINSICS, UNARY_INTRINSICS, fold
+from lowering.tile_ir import Binary, Cast, Const, Expr, Unary, Where
 
 SUPPORTED_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                     "float16", "bfloat16", "float32", "float64"}

@@ -20,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 
 from tir_passes.infra.names import stride_name
-from .exprs import fold_binary
-from .tile_ir import (Arange, Binary, Cast, Const, Expr, Load, Scalar, Store, TileAccess, TileKernel, TileProgram)
+from lowering.rules.exprs import fold_binary
+from lowering.tile_ir import (Arange, Binary, Cast, Const, Expr, Load, Scalar, Store, TileAccess, TileKernel, TileProgram)
 
 
 def with_tile_accesses(program: TileProgram) -> TileProgram:

@@ -23,8 +23,8 @@ from tir_passes.infra.names import python_name
 from tir_passes.contracts.tile_contract import GRID, TILE, ContractError, LoopTile, TileWindow, loop_tile
 from tir_passes.analyses.tile_window import Arithmetic, window_range
 
-from .exprs import fold_binary
-from .tile_ir import Arange, Binary, Cast, Const, Expr, GridAxis, Scalar, TileDim
+from lowering.rules.exprs import fold_binary
+from lowering.tile_ir import Arange, Binary, Cast, Const, Expr, GridAxis, Scalar, TileDim
 
 
 @dataclass

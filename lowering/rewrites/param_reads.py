@@ -28,7 +28,7 @@ from tvm import s_tir, sym, tirx
 from tir_passes.analyses.nest import substitute_bindings, uses_var
 from tir_passes.infra.pass_util import root_block
 
-from .tile_ir import Load, ParamSpec, TileKernel
+from lowering.tile_ir import Load, ParamSpec, TileKernel
 
 
 def with_reads(params: tuple[ParamSpec, ...], func: tirx.PrimFunc, kernels: tuple[TileKernel, ...]) -> tuple[ParamSpec, ...]:

@@ -23,9 +23,9 @@ from tir_passes.analyses.nest import realizes_under, uses_var
 from tir_passes.analyses.scans import ScanForm, scan_form
 from tir_passes.contracts.tile_contract import ContractError, ScanMark, scan_mark
 
-from .exprs import lower_expr
-from .reductions import accumulator_dtype, cast, combine, identity
-from .tile_ir import Assign, HeldInRegisters, Reduce, Scan, Where
+from lowering.rules.exprs import lower_expr
+from lowering.rules.reductions import accumulator_dtype, cast, combine, identity
+from lowering.tile_ir import Assign, HeldInRegisters, Reduce, Scan, Where
 
 
 @dataclass

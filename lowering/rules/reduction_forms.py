@@ -19,7 +19,7 @@ below the element's: it must keep the old state in one of the strict cases and n
 wins) or take the new one (the last wins). A tie clause comparing a payload's old value with its
 new value (topi's `idx < k`) is decided by the fold: when the payload's new values grow strictly
 in fold order and its T.init value is below all of them, the old value is always the smaller one
-(and conversely when they fall; lowering/fold_order.py says which element comes first). Anything
+(and conversely when they fall; lowering/rules/fold_order.py says which element comes first). Anything
 else that reads another output is refused, naming the block and its line.
 
 Under an OnlineSoftmax mark (tir_passes/contracts/online_contract.py) two more forms are read: the max
@@ -42,7 +42,7 @@ from tir_passes.errors import UnsupportedConstructError
 from tir_passes.analyses.nest import is_self_load, rescaled_old
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 
-from .fold_order import old_versus_new
+from lowering.rules.fold_order import old_versus_new
 
 FIRST, LAST = "first", "last"
 _FOLDS = {tirx.Add: "sum", tirx.Max: "max", tirx.Min: "min"}

@@ -1,4 +1,4 @@
-"""Selection reductions (arg-max, arg-min; lowering/reduction_forms.py) on tiles.
+"""Selection reductions (arg-max, arg-min; lowering/rules/reduction_forms.py) on tiles.
 
 The state is the key, each payload and the winner's position in fold order, in registers over
 the outputs' tile axes. It opens at T.init's values (or what the outputs hold) with position -1,
@@ -33,10 +33,10 @@ from tvm import s_tir, tirx
 
 from tir_passes.errors import UnsupportedConstructError
 
-from .exprs import accumulator_dtype, cast, identity, lower_expr
-from .fold_order import linear_position, position_dtype
-from .reduction_forms import FIRST, Selection, Update
-from .tile_ir import Assign, Binary, CombineAssign, Const, Expr, Reduce, Reg, SelectCombine, Where
+from lowering.rules.exprs import accumulator_dtype, cast, identity, lower_expr
+from lowering.rules.fold_order import linear_position, position_dtype
+from lowering.rules.reduction_forms import FIRST, Selection, Update
+from lowering.tile_ir import Assign, Binary, CombineAssign, Const, Expr, Reduce, Reg, SelectCombine, Where
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from .tile_ir import Assign, Binary, CombineAssign, Const, Load, Loop, Reg, Scalar, Store
+from lowering.tile_ir import Assign, Binary, CombineAssign, Const, Load, Loop, Reg, Scalar, Store
 
 
 def hoist_invariant_loads(body: tuple, fresh: Callable[[str], str]) -> tuple:
