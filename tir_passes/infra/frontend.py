@@ -2,12 +2,17 @@
 
 Errors name the file and line (TVMScript parse errors carry `--> file:line:col`), the
 function names that exist when a `:FUNC` is missing or ambiguous, and never show a TVM
-backtrace.
+backtrace. The classic mistakes of a user coming from an older TVM or a tutorial get what to
+write instead (docs/bad-input.md): a `@T.prim_func` without `s_tir=True` around `T.sblock`s
+(TVM's own message suggests turning its well-formedness check off), `from tvm.script import tir`,
+`T.block` and the other renames of TVM 0.27 (`_RENAMED`), TE tensors or a Python function where a
+PrimFunc is expected.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import os
 import re
 import sys
@@ -23,6 +28,28 @@ _FAILED_CHECK = re.compile(r"Check failed: \(.*?\) is false: ")
 _MISTYPED_ARGUMENT = re.compile(r"Mismatched type on argument #(\d+) when calling: `script\.ir_builder\.\w+\.(\w+)\(.*"
                                 r"Expected `(.+?)` but got `(.+?)`")
 _BUILDER_ARGUMENTS = {"match_buffer": "T.match_buffer(handle, shape, dtype) binds a T.handle parameter"}
+_NOT_WELL_FORMED = "Program is not well-formed"
+_PRIM_FUNC_DECORATOR = re.compile(r"^\s*@\s*\w+\.prim_func\b(.*)$")
+_MISSING_NAME = (re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"),
+                 re.compile(r"module '([\w.]+)' has no attribute '(\w+)'"),
+                 re.compile(r"No module named '([\w.]+)\.(\w+)'"),
+                 re.compile(r"'(\w+)' object has no attribute '(\w+)'"))
+# (the module or class TVM 0.27 says lacks it, the name) -> what to write instead: the renames of
+# TVM 0.27 that a user's file meets (tutorials written for older TVM use the left-hand names)
+_RENAMED = {
+    ("tvm.script", "tir"): "`from tvm.script import tirx as T` (TVM 0.27 renamed tir to tirx), "
+                           "and `@T.prim_func(s_tir=True)` for functions with T.sblock blocks",
+    ("tvm", "tir"): "`from tvm import tirx` for IR nodes and ops, `from tvm import s_tir` for SBlock and Schedule "
+                    "(TVM 0.27 split tvm.tir)",
+    ("tvm.tirx.script", "block"): '`with T.sblock("name"):` inside `@T.prim_func(s_tir=True)` '
+                                  "(TVM 0.27 renamed T.block to T.sblock)",
+    ("tvm.tirx.script", "block_attr"): "`T.sblock_attr` (TVM 0.27 renamed T.block_attr)",
+    ("tvm.tirx.script", "Block"): '`with T.sblock("name"):` (TVM 0.27 renamed T.block to T.sblock)',
+    ("Schedule", "get_block"): "`sch.get_sblock(name)` (TVM 0.27 renamed blocks to sblocks)",
+    ("tvm", "arith"): "`tvm.sym` (TVM 0.27 renamed tvm.arith)",
+    ("tvm", "nd"): "`tvm.runtime.tensor(array, device)` (TVM 0.27 removed tvm.nd)",
+    ("tvm", "build"): "`tvm.compile(...)` or `tvm.tirx.build(...)`",
+}
 
 
 def split_target(target: str) -> tuple[str, str | None]:
@@ -37,9 +64,58 @@ def _diagnostic_message(err: BaseException, path: str) -> str:
     text = str(err).strip()
     match = _DIAGNOSTIC_LOCATION.search(text)
     message = _readable(text.splitlines()[0].removeprefix("error:").strip()) if text else type(err).__name__
-    if match:
-        return f"{match.group(1)}:{match.group(2)}: {message}"
-    return f"{path}: {message}"
+    if not match:
+        return f"{path}: {message}"
+    where, line = match.group(1), int(match.group(2))
+    instead = _renamed(message)
+    if instead:
+        message = f"{message}; write {instead}"
+    elif message.startswith(_NOT_WELL_FORMED):
+        # TVM suggests check_well_formed=False: that hides the mistake until a later stage
+        line, message = _not_well_formed(where, line)
+    return f"{where}:{line}: {message}"
+
+
+def _not_well_formed(path: str, line: int) -> tuple[int, str]:
+    """Without s_tir=True, T.sblock blocks make a function TVM refuses: say so at its decorator
+    (the diagnostic points at the outermost decorator, an @I.ir_module's class for a method)."""
+    for number in range(line, line + 40):
+        decorator = _PRIM_FUNC_DECORATOR.match(linecache.getline(path, number))
+        if decorator and "s_tir" not in decorator.group(1):
+            return number, ("@T.prim_func without s_tir=True: a function with T.sblock blocks is S-TIR; "
+                            "write @T.prim_func(s_tir=True)")
+        if decorator:
+            break
+    return line, ("TVM's well-formedness check refused the program (turning it off with check_well_formed=False "
+                  "only moves the failure: tir-triton needs well-formed S-TIR, written with @T.prim_func(s_tir=True))")
+
+
+def _renamed(message: str) -> str | None:
+    """What to write instead of a name TVM 0.27 renamed or removed, from its error message."""
+    for pattern in _MISSING_NAME:
+        found = pattern.search(message)
+        if found:
+            first, second = found.groups()
+            owner, name = (second, first) if pattern is _MISSING_NAME[0] else (first, second)
+            return _RENAMED.get((owner, name))
+    return None
+
+
+def _without_paths(message: str) -> str:
+    """Python's ImportError names the installed package's file: not the user's concern."""
+    return re.sub(r" \((?:/|[A-Za-z]:\\)[^)]*\)", "", message)
+
+
+def _raising_line(err: BaseException, path: str) -> str:
+    """`path:line` of the deepest frame of the user's file in the traceback, else the path."""
+    line = None
+    frame = err.__traceback__
+    target = os.path.abspath(path)
+    while frame is not None:
+        if os.path.abspath(frame.tb_frame.f_code.co_filename) == target:
+            line = frame.tb_lineno
+        frame = frame.tb_next
+    return f"{path}:{line}" if line else path
 
 
 def _readable(message: str) -> str:
@@ -72,7 +148,11 @@ def _execute_file(path: str) -> dict:
     except tvm.error.DiagnosticError as err:
         raise FrontendError(f"TVMScript error at {_diagnostic_message(err, path)}") from None
     except Exception as err:  # noqa: BLE001 - the user's module raised: report, don't crash
-        raise FrontendError(f"{path}: executing the file raised {type(err).__name__}: {err}") from None
+        where = _raising_line(err, path)
+        instead = _renamed(str(err))
+        if instead:
+            raise FrontendError(f"{where}: {_without_paths(str(err))}; write {instead}") from None
+        raise FrontendError(f"{where}: executing the file raised {type(err).__name__}: {err}") from None
     finally:
         sys.path.remove(folder)
     return vars(module)
@@ -93,6 +173,74 @@ def _candidates(namespace: dict) -> dict[str, tirx.PrimFunc]:
     return found
 
 
+def _te_tensors(value) -> list | None:
+    """The TE tensors `value` is or holds (a tensor, a list/tuple of them), else None."""
+    from tvm import te
+
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if items and all(isinstance(item, te.Tensor) for item in items):
+        return items
+    return None
+
+
+def _create_prim_func_call(named: list[tuple[str, object]]) -> str:
+    """`te.create_prim_func([A, B, C])`: the placeholders first, then the computed tensors."""
+    from tvm import te
+
+    inputs = [name for name, tensor in named if isinstance(tensor.op, te.PlaceholderOp)]
+    outputs = [name for name, tensor in named if not isinstance(tensor.op, te.PlaceholderOp)]
+    return f"te.create_prim_func([{', '.join(inputs + outputs)}])"
+
+
+def _what_the_file_has(namespace: dict) -> str:
+    """A hint for a file without PrimFuncs: its TE tensors, or the Python functions that may build one."""
+    tensors = [(name, value) for name, value in namespace.items()
+               if not name.startswith("_") and _te_tensors(value) and not isinstance(value, (list, tuple))]
+    if tensors:
+        return (f"; it defines TE tensors ({', '.join(name for name, _ in tensors)}): add "
+                f"`func = {_create_prim_func_call(tensors)}` at module level (its list is the parameter order: "
+                "inputs, then outputs)")
+    module = namespace.get("__name__")
+    functions = [name for name, value in namespace.items()
+                 if not name.startswith("_") and callable(value) and getattr(value, "__module__", None) == module]
+    if functions:
+        return (f"; its Python functions ({', '.join(functions)}) are not PrimFuncs: decorate one with "
+                "@T.prim_func(s_tir=True), or call the one that builds a PrimFunc at module level "
+                f"(`func = {functions[0]}(...)`)")
+    return ""
+
+
+def _reachable_placeholders(tensors: list) -> list:
+    """The placeholders the tensors read, in first-reached order (the inputs a PrimFunc needs)."""
+    from tvm import te
+
+    found, pending = [], list(tensors)
+    while pending:
+        tensor = pending.pop(0)
+        if isinstance(tensor.op, te.PlaceholderOp):
+            if not any(tensor.same_as(seen) for seen in found):
+                found.append(tensor)
+        else:
+            pending.extend(tensor.op.input_tensors)
+    return found
+
+
+def _not_a_function(value) -> FrontendError:
+    """What to pass instead of a value that is no PrimFunc or IRModule."""
+    tensors = _te_tensors(value)
+    if tensors:
+        inputs = [t for t in _reachable_placeholders(tensors) if not any(t.same_as(g) for g in tensors)]
+        named = [(tensor.op.name, tensor) for tensor in inputs + tensors]
+        return FrontendError(f"got TE tensors ({', '.join(t.op.name for t in tensors)}), not a PrimFunc: pass "
+                             f"{_create_prim_func_call(named)} (its list is the parameter order: inputs, then outputs)")
+    if callable(value):
+        name = getattr(value, "__name__", type(value).__name__)
+        return FrontendError(f"got the Python function {name}, not a PrimFunc: decorate it with "
+                             f"@T.prim_func(s_tir=True), or pass what it returns ({name}(...)) if it builds one")
+    return FrontendError(f"expected a tvm PrimFunc or IRModule, got {type(value).__name__}: write the function as "
+                         "@T.prim_func(s_tir=True) or build it with te.create_prim_func")
+
+
 def _as_single_module(func: tirx.PrimFunc, name: str) -> tvm.IRModule:
     attrs = func.attrs
     if attrs is None or not bool(attrs.get("s_tir", False)):
@@ -105,9 +253,11 @@ def _as_single_module(func: tirx.PrimFunc, name: str) -> tvm.IRModule:
 def load_target(target: str) -> tuple[tvm.IRModule, str]:
     """Read `FILE.py[:FUNC]` and return (module with the PrimFunc as "main", its name)."""
     path, wanted = split_target(target)
-    found = _candidates(_execute_file(path))
+    namespace = _execute_file(path)
+    found = _candidates(namespace)
     if not found:
-        raise FrontendError(f"{path}: no @T.prim_func or @I.ir_module with PrimFuncs in this file")
+        raise FrontendError(f"{path}: no @T.prim_func or @I.ir_module with PrimFuncs in this file"
+                            + _what_the_file_has(namespace))
     names = ", ".join(found)
     if wanted is None:
         if len(found) > 1:
@@ -138,4 +288,4 @@ def as_module(func_or_module, func_name: str | None = None) -> tvm.IRModule:
         func = funcs[func_name]
         symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
         return _as_single_module(func, str(symbol) if symbol is not None else func_name)
-    raise FrontendError(f"expected a tvm PrimFunc or IRModule, got {type(func_or_module).__name__}")
+    raise _not_a_function(func_or_module)
