@@ -92,6 +92,21 @@ class StageRecord:
     verify_seconds: float = 0.0
     dump_path: str | None = None
     diff: str = ""
+    decisions: tuple[tuple[str, str], ...] = ()   # (root attr, value): the decision record it wrote
+
+    @property
+    def change(self) -> str:
+        """"yes", "no", or "decision" for a pass that changed nothing but its decision record."""
+        return "yes" if self.changed else "decision" if self.decisions else "no"
+
+    def summary(self) -> str:
+        """What the stage did, for a reader of the diffs: its diff, or one line when there is none."""
+        if self.changed:
+            return self.diff
+        name = f"{self.index:02d}_{self.name}"
+        if self.decisions:
+            return f"# {name}: unchanged; decision: " + " | ".join(f"{k}: {v}" for k, v in self.decisions) + "\n"
+        return f"# {name}: unchanged\n"
 
 
 @dataclass
@@ -110,7 +125,7 @@ class PipelineResult:
         for stage in self.stages:
             checks = " ".join(f"{k}={v}" for k, v in stage.checks.items()) or "-"
             times = f"{stage.seconds * 1000:>9.1f}{stage.verify_seconds * 1000:>11.1f}" if timings else ""
-            lines.append(f"{stage.index:02d}    {stage.name:<25}{'yes' if stage.changed else 'no':<9}{times}  {checks}")
+            lines.append(f"{stage.index:02d}    {stage.name:<25}{stage.change:<9}{times}  {checks}")
         if self.numerics is not None:
             lines.append(f"numerics at {self.numerics.describe()}")
         return "\n".join(lines) + "\n"
@@ -152,6 +167,17 @@ def select_passes(passes: Sequence[tvm.transform.Pass], disable: Sequence[str] =
     return chosen
 
 
+def passes_after(passes: Sequence[tvm.transform.Pass], stage: str) -> list[tvm.transform.Pass]:
+    """The passes that follow `stage` (a pass name, or "input": all of them): what a dump of that
+    stage still needs (dump.stage_of reads the stage from the dump)."""
+    names = pass_names(passes)
+    if stage == "input":
+        return list(passes)
+    if stage not in names:
+        raise FrontendError(f"the dump is of pass {stage}, which is not in the pipeline (passes: {', '.join(names)})")
+    return list(passes[names.index(stage) + 1:])
+
+
 def run_pipeline(mod: tvm.IRModule, passes: Sequence[tvm.transform.Pass] | None = None, *,
                  dump_dir: str | None = None, checks: Sequence[str] = (), disable: Sequence[str] = (),
                  stop_after: str | None = None) -> PipelineResult:
@@ -182,7 +208,7 @@ def run_pipeline(mod: tvm.IRModule, passes: Sequence[tvm.transform.Pass] | None 
             mod = _apply(pass_, before, dump_dir, input_mod, len(records) + 1)
         observed = recorder.stages[-1]
         record = StageRecord(observed.index, observed.name, observed.changed, observed.seconds,
-                             dump_path=observed.dump_path, diff=observed.diff)
+                             dump_path=observed.dump_path, diff=observed.diff, decisions=observed.decisions)
         records.append(record)
         _verify_stage(record, pass_, before, mod, fingerprint, now, reference, baseline, dump_dir, input_mod)
     if numerics is not None and numerics.reduced:

@@ -85,18 +85,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def cmd_passes(args) -> int:
-    from tir_passes.infra.frontend import load_target
-    from tir_passes.pipeline import CHECKS, default_pipeline, run_pipeline
+def _load(args):
+    """(module, name, passes): the target's PrimFunc and the passes it still needs (a stage dump,
+    `NN_Pass.py`, needs only the passes after its own; anything else the whole default pipeline)."""
+    from tir_passes.infra import dump
+    from tir_passes.infra.frontend import load_target, split_target
+    from tir_passes.pipeline import default_pipeline, passes_after
 
     mod, name = load_target(args.target)
+    stage = dump.stage_of(split_target(args.target)[0])
+    passes = default_pipeline(args.gpu)
+    return mod, name, passes_after(passes, stage[1]) if stage else passes
+
+
+def cmd_passes(args) -> int:
+    from tir_passes.pipeline import CHECKS, run_pipeline
+
+    mod, name, passes = _load(args)
     checks = CHECKS if args.verify else ()
-    result = run_pipeline(mod, default_pipeline(args.gpu), dump_dir=args.dump_dir, checks=checks,
+    result = run_pipeline(mod, passes, dump_dir=args.dump_dir, checks=checks,
                           disable=args.disable, stop_after=args.stop_after)
     if not args.quiet:
         for stage in result.stages:
-            if stage.diff:
-                print(stage.diff)
+            print(stage.summary())
     print(f"PrimFunc {name}: {len(result.stages)} passes, dumps in {args.dump_dir}")
     for note in result.notes:
         print(f"note: {note}")
@@ -118,7 +129,7 @@ def cmd_diff(args) -> int:
     for before, after in pairs:
         text = dump.unified_diff(dump.read_stage_script(before[2]), dump.read_stage_script(after[2]),
                                  os.path.basename(before[2]), os.path.basename(after[2]))
-        print(text if text else f"# {os.path.basename(after[2])}: no change")
+        print(text if text else f"# {os.path.basename(after[2])}: unchanged")
     return 0
 
 
@@ -131,12 +142,11 @@ def cmd_list_passes(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from tir_passes.infra.frontend import load_target
     from triton_codegen import check_against_tvm, compile
 
-    mod, name = load_target(args.target)
+    mod, name, passes = _load(args)
     kernel = compile(mod, dump_dir=args.dump_dir, verify=not args.no_verify, gpu=args.gpu, allow_tf32=args.allow_tf32,
-                     backend=args.backend)
+                     backend=args.backend, passes=passes if args.backend == "triton" else None)
     os.makedirs(args.out_dir, exist_ok=True)
     path = kernel.save(args.out_dir)
     manifest = kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"))
@@ -149,13 +159,12 @@ def cmd_compile(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from tir_passes.infra.frontend import load_target
     from triton_codegen import compile
     from triton_codegen.aot import compile_ahead_of_time
     from triton_codegen.configs import config_space
 
-    mod, name = load_target(args.target)
-    kernel = compile(mod, verify=True, gpu=args.gpu)  # every check, the kernel against TVM last
+    mod, name, passes = _load(args)
+    kernel = compile(mod, verify=True, gpu=args.gpu, passes=passes)  # every check, the kernel against TVM last
     print(kernel.pipeline.table(), end="")
     report = kernel.check_report
     print(report)
@@ -191,12 +200,12 @@ def cmd_bank_conflicts(args) -> int:
 
 
 def cmd_model(args) -> int:
-    from tir_passes.infra.frontend import load_target
     from triton_codegen import compile
     from triton_codegen.model_report import format_rows, model_rows
 
-    mod, name = load_target(args.target)
-    print(format_rows(model_rows(compile(mod, verify=False, gpu=args.gpu), args.gpu, _sizes(args.sizes), args.top)),
+    mod, name, passes = _load(args)
+    print(format_rows(model_rows(compile(mod, verify=False, gpu=args.gpu, passes=passes), args.gpu, _sizes(args.sizes),
+                                 args.top)),
           end="")
     return 0
 

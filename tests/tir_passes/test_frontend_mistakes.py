@@ -10,7 +10,7 @@ import pytest
 from tvm import te
 
 from tir_passes import FrontendError, UnsupportedConstructError
-from tir_passes.frontend import as_module, load_target
+from tir_passes.infra.frontend import as_module, load_target
 
 COPY = """
     for i in range(16):

@@ -1,7 +1,12 @@
 """Numbered TVMScript dumps of every stage (`00_input.py`, `01_<Pass>.py`, ...) and their diffs.
 
-A dump is the stage's `script()` behind a comment header; `tvm.script.from_source` parses it
-back. Nothing in a dump depends on time, hashes or addresses, so two runs write identical files.
+A dump is a program: the stage's `script()` behind a header line, with the printer's commented
+imports made real, so `python NN_Pass.py` runs and `tir-triton compile NN_Pass.py` compiles it.
+The header line (`# tir-triton stage NN: Pass`) is the dump's record of where it stands:
+`stage_of` reads it back and the CLI runs only the passes after that one, so the kernel is the
+one the original compiles to. `read_stage_script` gives back exactly the printer's text (what
+`tvm.script.from_source` parses: it refuses import statements). Nothing in a dump depends on
+time, hashes or addresses, so two runs write identical files.
 """
 
 from __future__ import annotations
@@ -13,15 +18,50 @@ import re
 from tir_passes.errors import FrontendError
 
 _STAGE_FILE = re.compile(r"^(\d\d)_(\w+)\.py$")
+_HEADER = re.compile(r"^# tir-triton stage (\d\d): (\w+)")
+# the printer's own import lines, commented out ("# from tvm.script import tirx as T")
+_PRINTED_IMPORT = re.compile(r"^# ((?:from [\w.]+ )?import [\w., ]+(?: as \w+)?)$")
+_REAL_IMPORT = re.compile(r"^((?:from [\w.]+ )?import [\w., ]+(?: as \w+)?)$")
 
 
 def stage_file_name(index: int, name: str) -> str:
     return f"{index:02d}_{re.sub(r'[^A-Za-z0-9_]', '_', name)}.py"
 
 
-def stage_header(index: int, name: str, changed: bool) -> str:
-    note = "" if changed else " (no-op: identical to the previous stage)"
-    return f"# tir-triton stage {index:02d}: {name}{note}\n"
+def stage_header(index: int, name: str, changed: bool, decided: tuple[str, ...] = ()) -> str:
+    """`decided`: the root-block attrs a pass that changed nothing else wrote (its decision record)."""
+    if changed:
+        note = ""
+    elif decided:
+        note = f" (unchanged; decision: {', '.join(decided)})"
+    else:
+        note = " (no-op: identical to the previous stage)"
+    resume = "every pass" if index == 0 else f"the passes after {name}"
+    return f"# tir-triton stage {index:02d}: {name}{note}; `tir-triton compile` of this file runs {resume}\n"
+
+
+def as_program(script: str) -> str:
+    """The printer's text with its commented imports (its leading lines) made real: a file Python runs."""
+    lines = script.split("\n")
+    body_starts = next((n for n, line in enumerate(lines) if line and not _PRINTED_IMPORT.match(line)), len(lines))
+    return "\n".join([_PRINTED_IMPORT.sub(r"\1", line) for line in lines[:body_starts]] + lines[body_starts:])
+
+
+def as_printed(program: str) -> str:
+    """as_program's inverse: the imports commented out again, as the printer writes them."""
+    lines = program.split("\n")
+    body_starts = next((n for n, line in enumerate(lines) if line and not _REAL_IMPORT.match(line)), len(lines))
+    return "\n".join([f"# {line}" if line else line for line in lines[:body_starts]] + lines[body_starts:])
+
+
+def stage_of(file_path: str) -> tuple[int, str] | None:
+    """(index, pass name) a dump's header names, or None for a file that is no dump."""
+    try:
+        with open(file_path) as handle:
+            match = _HEADER.match(handle.readline())
+    except OSError:
+        return None
+    return (int(match.group(1)), match.group(2)) if match else None
 
 
 def prepare_dump_dir(path: str) -> str:
@@ -40,14 +80,48 @@ def prepare_dump_dir(path: str) -> str:
     return path
 
 
-def write_stage(path: str, index: int, name: str, script: str, changed: bool) -> str:
+def write_stage(path: str, index: int, name: str, script: str, changed: bool, decided: tuple[str, ...] = ()) -> str:
     file_path = os.path.join(path, stage_file_name(index, name))
     with open(file_path, "w") as handle:
-        handle.write(stage_header(index, name, changed) + script)
+        handle.write(stage_header(index, name, changed, decided) + as_program(script))
     return file_path
 
 
+def diffable(script: str) -> str:
+    """The printer's text without its root-block wrapper. The printer leaves an s_tir function's
+    root block implicit (`# with T.sblock("root"):`) until the block carries something, a pass's
+    decision record (`T.sblock_attr`) say; then it writes `with T.sblock("root"):` with empty
+    `T.reads()` / `T.writes()` and indents the whole body one level. Both forms become the body at
+    the function's level, with the block's own lines (its attrs) first, so that a diff shows what a
+    pass changed, not the printer's re-wrapping."""
+    lines, out, index = script.split("\n"), [], 0
+    while index < len(lines):
+        line = lines[index]
+        stripped = line.strip()
+        if stripped == '# with T.sblock("root"):':
+            index += 1
+            continue
+        if stripped == 'with T.sblock("root"):':
+            indent = len(line) - len(line.lstrip())
+            index += 1
+            while index < len(lines) and lines[index].strip() in ("T.reads()", "T.writes()"):
+                index += 1
+            while index < len(lines) and (not lines[index].strip() or _indent(lines[index]) > indent):
+                out.append(lines[index][4:] if lines[index].strip() else lines[index])
+                index += 1
+            continue
+        out.append(line)
+        index += 1
+    return "\n".join(out)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
 def unified_diff(before: str, after: str, before_name: str, after_name: str, context: int = 3) -> str:
+    """A unified diff of two stages' scripts, compared as `diffable` text."""
+    before, after = diffable(before), diffable(after)
     lines = difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name,
                                  lineterm="", n=context)
     return "\n".join(lines) + "\n" if before != after else ""
@@ -82,10 +156,10 @@ def list_stages(path: str) -> list[tuple[int, str, str]]:
 
 
 def read_stage_script(file_path: str) -> str:
-    """The TVMScript of a dump, without our header line."""
+    """The TVMScript of a dump as the printer wrote it: no header line, its imports commented."""
     with open(file_path) as handle:
         text = handle.read()
-    return text.split("\n", 1)[1] if text.startswith("# tir-triton stage") else text
+    return as_printed(text.split("\n", 1)[1]) if _HEADER.match(text) else text
 
 
 def find_stage(stages: list[tuple[int, str, str]], key: str) -> tuple[int, str, str]:

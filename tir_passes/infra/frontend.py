@@ -263,10 +263,19 @@ def load_target(target: str) -> tuple[tvm.IRModule, str]:
         if len(found) > 1:
             raise FrontendError(f"{path} defines several PrimFuncs ({names}); pick one as {path}:NAME")
         wanted = next(iter(found))
-    matches = [n for n in found if n == wanted] or [n for n in found if wanted in (n.split(".")[-1], n.split(".")[0])]
+    matches = [n for n in found if n == wanted] or \
+        [n for n in found if wanted in (n.split(".")[-1], n.split(".")[0], _symbol(found[n]))]
     if len(matches) != 1:
         raise FrontendError(f"{path}: no PrimFunc named '{wanted}' (defined here: {names})")
-    return _as_single_module(found[matches[0]], matches[0]), matches[0]
+    func = found[matches[0]]
+    # a dump's `Module.main` keeps the user's function name in its global_symbol
+    name = _symbol(func) if "." in matches[0] and _symbol(func) else matches[0]
+    return _as_single_module(func, name), name
+
+
+def _symbol(func: tirx.PrimFunc) -> str | None:
+    symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
+    return str(symbol) if symbol is not None else None
 
 
 def as_module(func_or_module, func_name: str | None = None) -> tvm.IRModule:

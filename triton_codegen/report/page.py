@@ -76,7 +76,8 @@ def build_report(target: str, *, gpu: str = "H200", results: str | None = None,
                                load_results(results) if results is not None else None, result_name)
     with tempfile.TemporaryDirectory(prefix="tir-triton-report-") as dumps:
         kernel = compile(mod, dump_dir=dumps, verify=True, gpu=gpu)
-        scripts = {index: dump.read_stage_script(path) for index, _, path in dump.list_stages(dumps)}
+        # compared without the printer's root-block re-wrapping, as the diffs are
+        scripts = {index: dump.diffable(dump.read_stage_script(path)) for index, _, path in dump.list_stages(dumps)}
     path, func = split_target(target)
     source = os.path.basename(path) + (f":{func}" if func else "")
     return Report(render_report(kernel, scripts, source=source, gpu=spec.name, benchmark=benchmark), kernel, benchmark)
