@@ -149,7 +149,7 @@ def cmd_compile(args) -> int:
                      backend=args.backend, passes=passes if args.backend == "triton" else None)
     os.makedirs(args.out_dir, exist_ok=True)
     path = kernel.save(args.out_dir)
-    manifest = kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"))
+    manifest = kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"), os.path.basename(path))
     print(f"wrote {path} ({len(kernel.program.kernels)} kernel(s)) and {manifest}")
     if args.check:  # compile() ran the kernel check unless --no-verify
         report = kernel.check_report or check_against_tvm(kernel, mod)

@@ -6,7 +6,6 @@ a backend's kernel class adds what differs (how it runs, its kernels' manifest e
 
 from __future__ import annotations
 
-import json
 import os
 
 import torch
@@ -110,11 +109,15 @@ class CompiledKernel:
             "kernels": self.kernels_manifest(),
         }
 
-    def write_manifest(self, path: str) -> str:
-        with open(path, "w") as handle:
-            json.dump(self.manifest(), handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        return path
+    def write_manifest(self, path: str, module_file: str | None = None) -> str:
+        """Add this module (`module_file`, default `<name>.py`) to the folder's manifest at `path`,
+        keeping the other modules listed there (writeback.add_to_manifest)."""
+        from .writeback import add_to_manifest
+
+        try:
+            return add_to_manifest(path, module_file or f"{self.name}.py", self.manifest())
+        except OSError as err:
+            raise FrontendError(f"cannot write {path}: {err.strerror or err}") from None
 
 
 class TritonKernel(CompiledKernel):

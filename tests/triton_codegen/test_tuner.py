@@ -197,7 +197,7 @@ def test_the_choice_is_written_into_the_module_and_deployed(saved_matmul):
     deployed = _import_fresh(saved_matmul)
     chosen = deployed.CONFIGS[name][deployed.CHOSEN[name]]
     assert chosen == report["chosen"][name] and deployed.CHOSEN[name] != 0
-    manifest = json.load(open(os.path.join(os.path.dirname(saved_matmul), "manifest.json")))
+    manifest = json.load(open(os.path.join(os.path.dirname(saved_matmul), "manifest.json")))["modules"]["matmul.py"]
     assert manifest["kernels"][0]["configs"][manifest["kernels"][0]["chosen"]] == chosen
     assert manifest["tuning"]["gpu"] == "H200" and manifest["tuning"]["gain"] > 0
     # the deployed module computes right with its tuned config (the interpreter, CPU tensors)
