@@ -83,7 +83,7 @@ PROGRAMS = {"elementwise": scale_shift_relu, "reduction": row_max, "contraction"
 def _kernels_only(source: str) -> str:
     """The @triton.jit functions of a module (the runtime support around them is hand-written)."""
     start = source.index("\n@triton.jit") + 1
-    return source[start:source.index("\nCONFIGS = ")].rstrip() + "\n"
+    return source[start:source.index("\ndef run(")].rstrip() + "\n"
 
 
 def _check(name: str, text: str, update: bool) -> None:
@@ -102,3 +102,15 @@ def test_tile_program_and_kernel_are_the_golden_ones(kind, request):
     update = request.config.getoption("--update-golden")
     _check(f"{kind}.tile.txt", kernel.tile_ir, update)
     _check(f"{kind}.kernel.txt", _kernels_only(kernel.source), update)
+
+
+def test_the_module_opens_with_its_kernels_and_run():
+    """A reader meets the kernels and run() first; the hand-written runtime comes after them."""
+    source = compile(PROGRAMS["fused"], verify=False).source
+    body = source[source.index('"""', 3) + 3:]
+    statements = [line for line in body.splitlines() if line and not line.startswith((" ", "import ", "#", ")"))]
+    assert statements[0] == "@triton.jit"
+    run, support = source.index("\ndef run("), source.index("\n# --- what run() needs")
+    jitted = [index for index in range(len(source)) if source.startswith("\n@triton.jit", index)]
+    assert max(jitted) < run < support < source.index("\ndef check_arguments(") < source.index("\ndef tune(")
+    assert "\nPARAMS = " in source[support:] and "\nCONFIGS = " in source[support:]

@@ -1,5 +1,6 @@
-"""TileProgram -> one standalone Python module: header, runtime support, kernels, launchers,
-configs, and the entry points `run(...)`, `tune(...)` and `as_torch_op(qualname)`.
+"""TileProgram -> one standalone Python module: header, kernels, the entry point `run(...)`, and
+below them what run() needs: data, configs, runtime support, launchers, `tune(...)` and
+`as_torch_op(qualname)` (a reader meets the kernels first; the runtime is the same in every module).
 
 The module imports only the standard library, torch, triton and triton.language. Argument checks,
 benchmarking and PyTorch registration are hand-written (runtime_support.py, whose docstring says
@@ -155,11 +156,16 @@ def _header(program: TileProgram) -> str:
             f"Passes applied: {', '.join(program.passes) or '(none)'}\n"
             f"Entry point: run({params}) takes torch tensors (and numbers) by position or by name\n"
             f"(destination passing: outputs are written in place). tune(...) picks configs on a GPU.\n"
-            f"as_torch_op(\"namespace::name\") registers it as a PyTorch op that returns its outputs.\n"
+            f"as_torch_op(\"namespace::name\") registers it as a PyTorch op that returns its outputs.\n\n"
+            f"The kernels and run() come first; below them is what run() needs, the same in every module.\n"
             '"""\n')
 
 
 def emit_module(program: TileProgram) -> str:
+    """The module, in reading order: the kernels and run() first (what a reader came for), then
+    under one marker line what run() needs (data, configs, the hand-written runtime, launchers,
+    tune, as_torch_op). Names are looked up when called, so run() may come before them; the
+    launchers come after the runtime, whose launch_directly is their default argument."""
     program = with_tile_accesses(program)
     plans = {k.name: plan for k in program.kernels if (plan := plan_descriptors(k)) is not None}
     src = Source()
@@ -171,14 +177,51 @@ def emit_module(program: TileProgram) -> str:
     src.line("import torch")
     src.line("import triton")
     src.line("import triton.language as tl")
+    _kernels(program, plans, src)
+    src.line()
+    src.line()
+    _run_function(program, src)
+    src.line()
+    src.line()
+    src.line(_SUPPORT_MARKER)
+    src.lines(_params_literal(program))
+    src.lines(_outputs_literal(program))
+    configs = {k.name: config_space(k) for k in program.kernels}
+    src.lines(configs_source(configs, {k.name: 0 for k in program.kernels}))
+    src.lines(_tile_summary_literal(program))
+    if plans:
+        src.lines(_descriptors_literal(plans))
+    src.line()
     src.line()
     src.lines(runtime_support_text())
     src.line()
     src.line()
     src.lines(torch_op_support_text())
+    for kernel in program.kernels:
+        src.line()
+        src.line()
+        _launch_function(kernel, plans.get(kernel.name), src)
     src.line()
-    src.lines(_params_literal(program))
-    src.lines(_outputs_literal(program))
+    src.line()
+    src.line("LAUNCHERS = (" + "".join(f"(\"{k.name}\", _launch_{k.name}), " for k in program.kernels) + ")")
+    src.line()
+    src.line()
+    _prepare_function(program, src)
+    src.line()
+    src.line()
+    _tune_function(src)
+    src.line()
+    src.line()
+    _as_torch_op_function(program, src)
+    return src.text()
+
+
+_SUPPORT_MARKER = ("# --- what run() needs: parameters, configs, argument checks, launchers, tune(), as_torch_op() "
+                   "---")
+
+
+def _kernels(program: TileProgram, plans: dict[str, DescriptorPlan], src: Source) -> None:
+    """The @triton.jit functions: selection combines, the helpers the kernels call, the kernels."""
     for combine in program.combines:
         src.line()
         src.line()
@@ -197,25 +240,9 @@ def emit_module(program: TileProgram) -> str:
         src.line()
         src.lines(HELPERS[name])
     src.lines(kernels.text())
-    src.line()
-    src.line()
-    configs = {k.name: config_space(k) for k in program.kernels}
-    src.lines(configs_source(configs, {k.name: 0 for k in program.kernels}))
-    src.lines(_tile_summary_literal(program))
-    if plans:
-        src.lines(_descriptors_literal(plans))
-    for kernel in program.kernels:
-        src.line()
-        src.line()
-        _launch_function(kernel, plans.get(kernel.name), src)
-    src.line()
-    src.line()
-    src.line("LAUNCHERS = (" + "".join(f"(\"{k.name}\", _launch_{k.name}), " for k in program.kernels) + ")")
-    src.line()
-    src.line()
-    _prepare_function(program, src)
-    src.line()
-    src.line()
+
+
+def _run_function(program: TileProgram, src: Source) -> None:
     signature = f"run({', '.join(p.name for p in program.params)})"
     with src.block("def run(*args, **kwargs):"):
         src.line(f'"""{signature}: compute `{program.name}`; checks every argument, then launches '
@@ -223,8 +250,9 @@ def emit_module(program: TileProgram) -> str:
         src.line("t, s = _prepare(args, kwargs)")
         with src.block("for name, launch in LAUNCHERS:"):
             src.line("launch(t, s, CONFIGS[name][CHOSEN[name]])")
-    src.line()
-    src.line()
+
+
+def _tune_function(src: Source) -> None:
     with src.block("def tune(*args, **kwargs):"):
         src.line('"""Tune the kernels\' configs on these arguments (GPU) with tir-triton\'s tuner, the one')
         src.line("`tir-triton tune` runs: never slower than the default (a finalist must beat it beyond the noise),")
@@ -244,7 +272,3 @@ def emit_module(program: TileProgram) -> str:
         src.line("this = types.SimpleNamespace(**globals())  # CONFIGS and CHOSEN are this module's own dicts")
         src.line("_result, report = tune_loaded(this, ordered, name)")
         src.line("return report")
-    src.line()
-    src.line()
-    _as_torch_op_function(program, src)
-    return src.text()
