@@ -29,53 +29,36 @@ import tempfile
 import time
 import warnings
 from collections.abc import Sequence
+from importlib import import_module
 from dataclasses import dataclass, field
 
 import tvm
 
 from tir_passes.errors import FrontendError, PassError, TirTritonError, UnsupportedConstructError, VerificationError, first_line
-from tir_passes.passes.bank_conflict_free_tiling import BankConflictFreeTiling
-from tir_passes.passes.buffer_layout import BufferLayout
-from tir_passes.passes.hoist_allocations import HoistAllocations
 from tir_passes.checks.input_checks import check_input, input_round_trip
-from tir_passes.passes.loop_fusion import LoopFusion
-from tir_passes.passes.online_softmax import OnlineSoftmax
 from tir_passes.infra.instrument import StageRecorder
 from tir_passes.checks.numerics import NumericsPlan, progress
 from tir_passes.infra.pass_util import take_raised_error
-from tir_passes.passes.normalize_loop_starts import NormalizeLoopStarts
-from tir_passes.passes.remove_unit_loops import RemoveUnitLoops
-from tir_passes.passes.tiling import Tiling
 from tir_passes.infra import dump
+from tir_passes.pass_order import DEFAULT_ORDER, PassEntry
 from tir_passes.checks import bounds, verify
 from tir_passes.checks.verify_contract import check_contract
 
 CHECKS = ("well_formed", "round_trip", "purity", "bounds", "contract", "numerics")
 
 # passes whose reproducer can rebuild them by import path
-KNOWN_PASSES = {
-    "BankConflictFreeTiling": "tir_passes.passes.bank_conflict_free_tiling:BankConflictFreeTiling",
-    "BufferLayout": "tir_passes.passes.buffer_layout:BufferLayout",
-    "HoistAllocations": "tir_passes.passes.hoist_allocations:HoistAllocations",
-    "LoopFusion": "tir_passes.passes.loop_fusion:LoopFusion",
-    "NormalizeLoopStarts": "tir_passes.passes.normalize_loop_starts:NormalizeLoopStarts",
-    "OnlineSoftmax": "tir_passes.passes.online_softmax:OnlineSoftmax",
-    "RemoveUnitLoops": "tir_passes.passes.remove_unit_loops:RemoveUnitLoops",
-    "Tiling": "tir_passes.passes.tiling:Tiling",
-}
+KNOWN_PASSES = {entry.name: entry.import_path for entry in DEFAULT_ORDER}
 
 
 def default_pipeline(gpu: str = "H200") -> list[tvm.transform.Pass]:
-    return [
-        HoistAllocations(),
-        OnlineSoftmax(gpu),
-        LoopFusion(gpu),
-        BufferLayout(),
-        RemoveUnitLoops(),
-        NormalizeLoopStarts(),
-        BankConflictFreeTiling(),
-        Tiling(gpu),
-    ]
+    """The passes of pass_order.DEFAULT_ORDER (the order, TVM-free), those that size tiles for `gpu`."""
+    return [_build(entry, gpu) for entry in DEFAULT_ORDER]
+
+
+def _build(entry: PassEntry, gpu: str) -> tvm.transform.Pass:
+    module, name = entry.import_path.split(":")
+    factory = getattr(import_module(module), name)
+    return factory(gpu) if entry.takes_gpu else factory()
 
 
 def pass_names(passes: Sequence[tvm.transform.Pass]) -> list[str]:

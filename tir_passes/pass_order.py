@@ -1,0 +1,32 @@
+"""The default pipeline's passes, in order: names and import paths only, so that what needs the
+order without running it (`tir-triton list-passes`, a reproducer's import line) imports no TVM.
+pipeline.default_pipeline builds the passes from this table; pipeline.py's docstring says why
+this order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PassEntry:
+    name: str            # the pass's `info.name` (what dumps, tables and --disable use)
+    import_path: str     # "module:Class"
+    takes_gpu: bool      # the class is called with the GPU model the pipeline sizes tiles for
+
+
+DEFAULT_ORDER = (
+    PassEntry("HoistAllocations", "tir_passes.passes.hoist_allocations:HoistAllocations", False),
+    PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True),
+    PassEntry("LoopFusion", "tir_passes.passes.loop_fusion:LoopFusion", True),
+    PassEntry("BufferLayout", "tir_passes.passes.buffer_layout:BufferLayout", False),
+    PassEntry("RemoveUnitLoops", "tir_passes.passes.remove_unit_loops:RemoveUnitLoops", False),
+    PassEntry("NormalizeLoopStarts", "tir_passes.passes.normalize_loop_starts:NormalizeLoopStarts", False),
+    PassEntry("BankConflictFreeTiling", "tir_passes.passes.bank_conflict_free_tiling:BankConflictFreeTiling", False),
+    PassEntry("Tiling", "tir_passes.passes.tiling:Tiling", True),
+)
+
+
+def default_pass_names() -> list[str]:
+    return [entry.name for entry in DEFAULT_ORDER]
