@@ -204,8 +204,9 @@ def cmd_model(args) -> int:
     from triton_codegen.model_report import format_rows, model_rows
 
     mod, name, passes = _load(args)
-    print(format_rows(model_rows(compile(mod, verify=False, gpu=args.gpu, passes=passes), args.gpu, _sizes(args.sizes),
-                                 args.top)),
+    sizes = _sizes(args.sizes)
+    print(format_rows(model_rows(compile(mod, verify=False, gpu=args.gpu, passes=passes), args.gpu, sizes, args.top),
+                      args.gpu, sizes),
           end="")
     return 0
 

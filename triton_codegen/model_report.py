@@ -23,6 +23,7 @@ class ModelRow:
     config: dict
     prediction: Prediction
     runs: str | None   # why the config cannot run well, or None
+    default: bool = False   # the kernel's own config (what run() launches untuned)
 
 
 def launch_values(kernel, summary: dict, sizes: dict[str, int]) -> dict[str, int]:
@@ -53,16 +54,37 @@ def model_rows(compiled, gpu: str = "H200", sizes: dict[str, int] | None = None,
             resources = Resources(built.registers or 0, built.spilled_bytes or 0, built.shared_bytes or 0,
                                   built.registers is not None)
             prediction = predict(summary[kernel.name], config, spec, sizes, resources)
-            rows.append(ModelRow(kernel.name, config, prediction, runnable(spec, resources, config["num_warps"])))
+            rows.append(ModelRow(kernel.name, config, prediction, runnable(spec, resources, config["num_warps"]),
+                                 config == default))
     return rows
 
 
-def format_rows(rows: list[ModelRow]) -> str:
-    lines = ["kernel  config  registers  spills  shared  programs/SM (limiter)  bound  predicted ms"]
-    for row in rows:
-        p, r = row.prediction, row.prediction.resources
-        settings = " ".join(f"{k}={v}" for k, v in row.config.items())
-        note = f"  ({row.runs})" if row.runs else ""
-        lines.append(f"{row.kernel}  {settings}  {r.registers}  {r.spilled_bytes}  {r.shared_bytes}  "
-                     f"{p.occupancy.programs_per_sm} ({p.occupancy.limiter})  {p.bound}  {p.ms:.4f}{note}")
-    return "\n".join(lines) + "\n"
+HEADER = ("kernel", "config", "", "registers", "spills", "shared", "programs/SM (limiter)", "bound", "predicted ms")
+
+
+def format_rows(rows: list[ModelRow], gpu: str | None = None, sizes: dict[str, int] | None = None) -> str:
+    """An aligned table, the default config marked `*`, under a line naming the GPU and the sizes."""
+    table = [HEADER] + [_cells(row) for row in rows]
+    widths = [max(len(line[column]) for line in table) for column in range(len(HEADER))]
+    numeric = {3, 4, 5, 8}
+    lines = []
+    if gpu is not None:
+        spec = gpu_spec(gpu)
+        at = ", ".join(f"{name}={value}" for name, value in sorted((sizes or {}).items())) or "the program's own sizes"
+        lines.append(f"{spec.name} (sm_{spec.compute_capability}), predicted at {at}; * = the default config")
+    for line in table:
+        cells = [cell.rjust(width) if column in numeric else cell.ljust(width)
+                 for column, (cell, width) in enumerate(zip(line, widths))]
+        lines.append("  ".join(cells).rstrip())
+    notes = [f"{row.kernel} {_settings(row)}: {row.runs}" for row in rows if row.runs]
+    return "\n".join(lines + [f"note: {note}" for note in notes]) + "\n"
+
+
+def _settings(row: ModelRow) -> str:
+    return " ".join(f"{k}={v}" for k, v in row.config.items())
+
+
+def _cells(row: ModelRow) -> tuple[str, ...]:
+    p, r = row.prediction, row.prediction.resources
+    return (row.kernel, _settings(row), "*" if row.default else "", str(r.registers), str(r.spilled_bytes),
+            str(r.shared_bytes), f"{p.occupancy.programs_per_sm} ({p.occupancy.limiter})", p.bound, f"{p.ms:.4f}")

@@ -32,11 +32,27 @@ class ReducedCopy:
     func: tirx.PrimFunc | None
     sizes: dict[int, int]          # real size -> the size the copy uses
     reason: str = ""               # why there is no copy (func is None)
+    dims: dict[int, tuple[str, ...]] | None = None   # real size -> the parameter dims that have it ("A.shape[0]")
 
     def describe(self) -> str:
         if self.func is None:
             return f"full size ({self.reason})"
-        return "reduced sizes " + ", ".join(f"{s}->{r}" for s, r in sorted(self.sizes.items()))
+        return "reduced sizes " + ", ".join(f"{s}->{r}{self._where(s)}" for s, r in sorted(self.sizes.items()))
+
+    def _where(self, size: int) -> str:
+        dims = (self.dims or {}).get(size, ())
+        return f" ({', '.join(dims)})" if dims else ""
+
+
+def parameter_dims(func: tirx.PrimFunc) -> dict[int, tuple[str, ...]]:
+    """Each static size of a buffer parameter -> the dims that have it, in parameter order."""
+    found: dict[int, list[str]] = {}
+    for param in func.params:
+        if tirx.is_buffer_var(param):
+            for axis, dim in enumerate(param.shape):
+                if isinstance(dim, tirx.IntImm):
+                    found.setdefault(int(dim.value), []).append(f"{param.name}.shape[{axis}]")
+    return {size: tuple(dims) for size, dims in found.items()}
 
 
 def _static_elements(func: tirx.PrimFunc) -> int | None:
@@ -114,7 +130,7 @@ def reduced_copy(func: tirx.PrimFunc) -> ReducedCopy:
     problem = _invalid(copy)
     if problem:
         return ReducedCopy(None, mapping, problem)
-    return ReducedCopy(copy, mapping)
+    return ReducedCopy(copy, mapping, dims=parameter_dims(func))
 
 
 def _with_sizes(func: tirx.PrimFunc, mapping: dict[int, int]) -> tirx.PrimFunc:

@@ -15,7 +15,9 @@ import tempfile
 from dataclasses import dataclass
 
 import jinja2
+import tvm
 from markupsafe import Markup
+from tvm import tirx
 
 from tir_passes.infra import dump
 from tir_passes.errors import FrontendError
@@ -55,6 +57,7 @@ class Benchmark:
     placement: Placement | None
     note: str
     plot_uri: str = ""
+    at_program_sizes: bool = False   # measured at this program's own sizes: the summary may show its time
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,8 @@ def build_report(target: str, *, gpu: str = "H200", results: str | None = None,
     mod, _ = load_target(target)
     # before compiling, so that a bad results file or entry fails at once
     benchmark = find_benchmark(str(mod["main"].attrs["global_symbol"]), Ceilings.of(spec),
-                               load_results(results) if results is not None else None, result_name)
+                               load_results(results) if results is not None else None, result_name,
+                               parameter_bytes(mod["main"]))
     with tempfile.TemporaryDirectory(prefix="tir-triton-report-") as dumps:
         kernel = compile(mod, dump_dir=dumps, verify=True, gpu=gpu)
         # compared without the printer's root-block re-wrapping, as the diffs are
@@ -92,7 +96,11 @@ def write_report(report: Report, out: str) -> str:
     return out
 
 
-def find_benchmark(name: str, ceilings: Ceilings, results: ResultsFile | None, result_name: str | None) -> Benchmark:
+def find_benchmark(name: str, ceilings: Ceilings, results: ResultsFile | None, result_name: str | None,
+                   program_bytes: int | None = None) -> Benchmark:
+    """The entry to place under the roofline. Its time reaches the summary's GPU card only when it was
+    measured at this program's sizes: the bytes its parameters hold are the entry's (a program with
+    symbolic sizes has no sizes of its own to compare, and shows the entry as measured)."""
     if results is None:
         return Benchmark(None, "No GPU benchmark result given: pass --results FILE.json (what benchmarks/run_gpu.py "
                                f"writes) to place this kernel under the {ceilings.gpu}'s roofline.")
@@ -102,7 +110,27 @@ def find_benchmark(name: str, ceilings: Ceilings, results: ResultsFile | None, r
                                f"{', '.join(r.name for r in results.entries)}): pick one with --result NAME.")
     placement = Placement(result, ceilings)
     uri = "data:image/png;base64," + base64.b64encode(roofline_png(placement)).decode("ascii")
-    return Benchmark(placement, f"Entry {result.name} of {results.name}, measured at that case's own size.", uri)
+    own = program_bytes is None or program_bytes == result.bytes
+    note = f"Entry {result.name} of {results.name}, measured at that case's own size."
+    if not own:
+        note += (f" Not this program's sizes ({result.bytes} bytes moved there, {program_bytes} in this program's "
+                 f"parameters): the summary shows no {ceilings.gpu} time for it.")
+    return Benchmark(placement, note, uri, own)
+
+
+def parameter_bytes(func) -> int | None:
+    """The bytes the buffer parameters hold, or None when a size is symbolic."""
+    total = 0
+    for param in func.params:
+        if not tirx.is_buffer_var(param):
+            continue
+        count = 1
+        for dim in param.shape:
+            if not isinstance(dim, tirx.IntImm):
+                return None
+            count *= int(dim.value)
+        total += count * tvm.runtime.DataType(str(param.dtype)).bits // 8
+    return total
 
 
 def stage_views(kernel: TritonKernel, scripts: dict[int, str]) -> list[StageView]:
