@@ -1,10 +1,11 @@
 """docs/supported.md, generated from the lowering's rule tables, so that the page cannot drift:
 `python -m lowering.supported_doc` rewrites it and tests/lowering/test_supported_doc.py checks it.
 
-What it reads: the expression rules (exprs.RULES), the binary operators (exprs.TIR_BINARY_OPS) and
-the meanings of the tile ops (ops.UNARY_OPS, ops.BINARY_OPS), the call table (exprs.supported_calls,
-ops.UNARY_INTRINSICS / BINARY_INTRINSICS, exprs.VALUE_CALLS), the statements (support.
-SUPPORTED_STATEMENTS), the dtypes (exprs.SUPPORTED_DTYPES) and TVM's own list of operators and
+What it reads: the expression rules (rules/exprs.RULES), the binary operators (TIR_BINARY_OPS) and
+the meanings of the tile ops (ops.UNARY_OPS, ops.BINARY_OPS), the call table (supported_calls,
+ops.UNARY_INTRINSICS / BINARY_INTRINSICS, VALUE_CALLS), the statement tables (from_tir.
+KERNEL_STATEMENTS around blocks, BODY_STATEMENTS inside them), the dtypes (SUPPORTED_DTYPES) and
+TVM's own list of operators and
 IR node classes, so a construct TVM has and the lowering does not shows as refused. The error a
 user gets for a refused construct is taken from the checks themselves, on the small programs below.
 """
@@ -24,9 +25,10 @@ from tir_passes.checks.input_checks import EXTERNAL_CALLS, check_input
 from tir_passes.errors import TirTritonError
 from tir_passes.infra.frontend import as_module
 
-from .exprs import RULES, SUPPORTED_DTYPES, TIR_BINARY_OPS, VALUE_CALLS, supported_calls
-from .ops import BINARY_INTRINSICS, BINARY_OPS, UNARY_INTRINSICS, UNARY_OPS
-from .support import SUPPORTED_STATEMENTS, check_supported
+from lowering.from_tir import BODY_STATEMENTS, KERNEL_STATEMENTS
+from lowering.ops import BINARY_INTRINSICS, BINARY_OPS, UNARY_INTRINSICS, UNARY_OPS
+from lowering.rules.exprs import RULES, SUPPORTED_DTYPES, TIR_BINARY_OPS, VALUE_CALLS, supported_calls
+from lowering.support import check_supported
 
 PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "supported.md")
 
@@ -171,13 +173,19 @@ def _statement_rows() -> list[str]:
     rows = []
     for node in sorted(classes, key=lambda c: c.__name__):
         name = node.__name__
-        if node in SUPPORTED_STATEMENTS or node is tirx.Evaluate:
-            rows.append(_row(name, "yes", STATEMENT_NOTES.get(name, "")))
+        where = [place for place, table in (("around blocks", KERNEL_STATEMENTS), ("inside blocks", BODY_STATEMENTS))
+                 if node in table]
+        if where or node in _CARRIED:
+            rows.append(_row(name, "yes" + (f" ({', '.join(where)})" if where else ""), STATEMENT_NOTES.get(name, "")))
         else:
             note = ("a data-dependent loop (see below)" if node is tirx.While else
                     f"\"statement {name} ... has no Triton mapping; supported statements: ...\"")
             rows.append(_row(name, "**no**", note))
     return rows
+
+
+# carried by a block realize (the block itself) or moved to the root block (T.alloc_buffer): no rule of their own
+_CARRIED = (s_tir.SBlock, tirx.AllocBuffer)
 
 
 def _op_names() -> list[str]:

@@ -3,7 +3,7 @@
 
 import os
 
-from lowering.exprs import RULES, supported_calls
+from lowering.rules.exprs import RULES, supported_calls
 from lowering.supported_doc import PATH, render
 
 
