@@ -7,7 +7,7 @@ from tir_passes.checks.shape_reduction import reduced_copy
 from tir_passes.contracts.gpu_specs import gpu_spec
 from triton_codegen import compile
 from triton_codegen.model_report import format_rows, model_rows
-from triton_codegen.report.page import find_benchmark, parameter_bytes
+from triton_codegen.report.page import find_benchmark, model_prediction, parameter_bytes
 from triton_codegen.report.roofline import BenchmarkResult, Ceilings, ResultsFile
 
 
@@ -50,3 +50,12 @@ def test_reduced_sizes_name_the_dims_they_stand_for():
     text = reduced_copy(scale).describe()
     assert text.startswith("reduced sizes 512->") and "(A.shape[1], B.shape[1])" in text
     assert "(A.shape[0], B.shape[0])" in text
+
+
+def test_the_report_has_the_models_prediction_without_a_gpu():
+    card = model_prediction(compile(scale, verify=False), "H200")
+    assert card.ms is not None and card.ms > 0 and card.sub.startswith("hardware model, default config (")
+    from rmsnorm import rmsnorm  # symbolic rows: the model needs a size it does not have
+
+    symbolic = model_prediction(compile(rmsnorm, verify=False), "H200")
+    assert symbolic.ms is None and "--sizes rows=N" in symbolic.sub

@@ -84,7 +84,31 @@ def build_report(target: str, *, gpu: str = "H200", results: str | None = None,
         scripts = {index: dump.diffable(dump.read_stage_script(path)) for index, _, path in dump.list_stages(dumps)}
     path, func = split_target(target)
     source = os.path.basename(path) + (f":{func}" if func else "")
-    return Report(render_report(kernel, scripts, source=source, gpu=spec.name, benchmark=benchmark), kernel, benchmark)
+    return Report(render_report(kernel, scripts, source=source, gpu=spec.name, benchmark=benchmark,
+                                model=model_prediction(kernel, gpu)), kernel, benchmark)
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """The hardware model's time for the default configs at the program's own sizes (no GPU run)."""
+
+    ms: float | None
+    sub: str
+
+
+def model_prediction(kernel: TritonKernel, gpu: str) -> ModelCard:
+    """The sum over kernels of the model's time for each default config (model_report.model_rows,
+    each kernel compiled ahead of time for the GPU); none for symbolic sizes, which it would need."""
+    from ..model_report import model_rows
+
+    symbolic = sorted({d for p in kernel.program.params for d in p.shape if isinstance(d, str)})
+    if symbolic:
+        return ModelCard(None, f"symbolic sizes ({', '.join(symbolic)}): tir-triton model FILE --sizes "
+                               f"{symbolic[0]}=N predicts at N")
+    rows = [row for row in model_rows(kernel, gpu, {}, top=0) if row.default]
+    bounds = ", ".join(dict.fromkeys(row.prediction.bound for row in rows))
+    return ModelCard(sum(row.prediction.ms for row in rows), f"hardware model, default config ({bounds}-bound); "
+                                                            "no GPU run")
 
 
 def write_report(report: Report, out: str) -> str:
@@ -147,7 +171,7 @@ def kernel_views(kernel: TritonKernel, decisions: Decisions) -> list[KernelView]
 
 
 def render_report(kernel: TritonKernel, scripts: dict[int, str], *, source: str, gpu: str,
-                  benchmark: Benchmark) -> str:
+                  benchmark: Benchmark, model: ModelCard | None = None) -> str:
     decisions = read_decisions(kernel.tir)
     stages = stage_views(kernel, scripts)
     return _environment().get_template("page.html.j2").render(
@@ -158,7 +182,7 @@ def render_report(kernel: TritonKernel, scripts: dict[int, str], *, source: str,
         input_lines=highlighted_lines(scripts[0], python_lexer()),
         tile_lines=highlighted_lines(kernel.tile_ir, tile_program_lexer()),
         triton_lines=highlighted_lines(kernel.source, python_lexer()),
-        benchmark=benchmark, code_class=CODE_CLASS, highlight_css=Markup(highlight_css()))
+        benchmark=benchmark, model=model, code_class=CODE_CLASS, highlight_css=Markup(highlight_css()))
 
 
 def _environment() -> jinja2.Environment:
