@@ -260,7 +260,7 @@ def render() -> str:
         "",
         "Float intrinsics take float operands (an integer operand is refused at its line).",
         "",
-        f"Refused, with \"the call `...` (NAME) has no Triton mapping (supported calls: ...)\": "
+        "Refused, with \"the call `...` (NAME) has no Triton mapping (supported calls: ...)\": "
         + ", ".join(f"`{name}`" for name in refused_calls) + ".",
         "",
         "Refused, as one target's instructions: "

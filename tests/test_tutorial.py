@@ -8,8 +8,6 @@ import stat
 import subprocess
 import sys
 
-import pytest
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TUTORIAL = os.path.join(ROOT, "docs", "tutorial.md")
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```$", re.S | re.M)
@@ -24,7 +22,8 @@ def tutorial_blocks() -> list[tuple[str, str]]:
 def _shell_tools(folder) -> str:
     """A bin folder with `python` (this interpreter, its packages) and `tir-triton` (this checkout's CLI)."""
     os.makedirs(folder)
-    for name, command in (("python", f'"{sys.executable}"'), ("tir-triton", f'"{sys.executable}" -m triton_codegen.cli')):
+    commands = (("python", f'"{sys.executable}"'), ("tir-triton", f'"{sys.executable}" -m triton_codegen.cli'))
+    for name, command in commands:
         path = os.path.join(folder, name)
         with open(path, "w") as handle:
             handle.write(f'#!/bin/sh\nexec {command} "$@"\n')

@@ -102,7 +102,7 @@ def diffable(script: str) -> str:
             index += 1
             continue
         if stripped == 'with T.sblock("root"):':
-            indent = len(line) - len(line.lstrip())
+            indent = _indent(line)
             index += 1
             while index < len(lines) and lines[index].strip() in ("T.reads()", "T.writes()"):
                 index += 1
