@@ -9,7 +9,7 @@ Refused: statements the lowering has no rule for (a data-dependent `while` loop,
 `assert`, ...), loops bound to GPU threads (a CUDA schedule: tir-triton picks the grid itself),
 calls outside the lowering's table (`T.call_extern`, `T.call_pure_extern`, `T.call_packed`,
 intrinsics with no Triton mapping, calls of another PrimFunc), dtypes Triton cannot hold here
-(vectors, int4, float8, handles), `T.handle` parameters that no `T.match_buffer` binds, and
+(vectors, int4, float8, handles), min/max of bool values, `T.handle` parameters that no `T.match_buffer` binds, and
 parameter shapes the launcher cannot check (param_shapes.py).
 Assumes: nothing about the body's structure (an empty body is the input check's to refuse).
 """
@@ -152,6 +152,11 @@ class _Capabilities:
             self._dtype(str(expr.dtype), f"buffer {expr.name}")
         elif isinstance(expr.ty, tvm.ir.PrimType):
             self._dtype(str(expr.ty.dtype), f"`{str(expr)[:60]}`")
+            if isinstance(expr, (tirx.Max, tirx.Min)) and _normalized(str(expr.ty.dtype)) == "bool":
+                self.refuse(f"`{str(expr)[:60]}` takes the {type(expr).__name__.lower()} of bool values, which neither "
+                            "the lowering (no identity) nor TVM's build (min/max of numbers) defines; reduce the "
+                            "values "
+                            "cast to int8 (`T.Cast(\"int8\", x)`) and compare the result with 0")
         visitor.default_visit(expr)
 
     def _dtype(self, dtype: str, what: str) -> None:

@@ -19,6 +19,11 @@ class UnsupportedConstructError(TirTritonError):
     """A valid TIR construct that tir-triton cannot compile to Triton (names the construct)."""
 
 
+class UndefinedBehaviourError(UnsupportedConstructError):
+    """The input itself crashed, trapped or hung on the numerics check's data (TVM's build of it,
+    in a child process): the program has undefined behaviour on that data, no pass is blamed."""
+
+
 class PassError(TirTritonError):
     """A pass raised while rewriting: names the pass, wraps the cause, and points to the input and
     the module the pass was given, with a reproducer."""

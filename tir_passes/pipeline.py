@@ -37,7 +37,9 @@ import tvm
 from tir_passes.errors import FrontendError, PassError, TirTritonError, UnsupportedConstructError, VerificationError, first_line
 from tir_passes.checks.input_checks import check_input, input_round_trip
 from tir_passes.infra.instrument import StageRecorder
+from tir_passes.checks.decision_plan import decision_plan
 from tir_passes.checks.numerics import NumericsPlan, progress
+from tir_passes.checks.shape_reduction import copy_with, larger_mappings
 from tir_passes.infra.pass_util import take_raised_error
 from tir_passes.infra import dump
 from tir_passes.pass_order import DEFAULT_ORDER, PassEntry
@@ -195,20 +197,22 @@ def run_pipeline(mod: tvm.IRModule, passes: Sequence[tvm.transform.Pass] | None 
         records.append(record)
         _verify_stage(record, pass_, before, mod, fingerprint, now, reference, baseline, dump_dir, input_mod)
     if numerics is not None and numerics.reduced:
-        _verify_reduced_numerics(numerics, chosen, records, dump_dir)
+        _verify_reduced_numerics(numerics, chosen, records, dump_dir, mod)
     result = PipelineResult(mod, records, input_mod, numerics, [baseline.note] if baseline.note else [])
     if dump_dir and checks:
         dump.write_text(dump_dir, "verification.txt", result.table(timings=False))
     return result
 
 
-def _verify_reduced_numerics(numerics: NumericsPlan, chosen, records: list[StageRecord], dump_dir) -> None:
-    """The same passes on the shape-reduced copy, each stage against the copy's reference."""
+def _verify_reduced_numerics(numerics: NumericsPlan, chosen, records: list[StageRecord], dump_dir,
+                             full_module: tvm.IRModule) -> None:
+    """The same passes on the shape-reduced copy, each stage against the copy's reference; first a
+    copy whose decisions are the full-size program's (checks/decision_plan.py), so the kernel that
+    ships is the kind of kernel checked."""
+    stages = _copy_deciding_as(numerics, chosen, dump_dir, decision_plan(full_module["main"]))
     before = numerics.input_module
-    for pass_, record in zip(chosen, records):
+    for after, record in zip(stages, records):
         started = time.perf_counter()
-        with tvm.transform.PassContext(opt_level=3):
-            after = _apply(pass_, before, dump_dir, numerics.input_module, record.index)
         problems = verify.check_numerics(numerics.reference, after)
         record.verify_seconds += time.perf_counter() - started
         record.checks["numerics"] = "FAILED" if problems else "ok"
@@ -219,6 +223,51 @@ def _verify_reduced_numerics(numerics: NumericsPlan, chosen, records: list[Stage
                                     artifacts)
         before = after
     numerics.final_module = before
+
+
+def _copy_stages(module: tvm.IRModule, chosen, dump_dir) -> list[tvm.IRModule]:
+    stages = []
+    for index, pass_ in enumerate(chosen, start=1):
+        with tvm.transform.PassContext(opt_level=3):
+            module = _apply(pass_, module, dump_dir, stages[0] if stages else module, index)
+        stages.append(module)
+    return stages
+
+
+def _copy_deciding_as(numerics: NumericsPlan, chosen, dump_dir, full_plan) -> list[tvm.IRModule]:
+    """The stages of the smallest copy found whose plan is the full-size program's (the numerics
+    plan switches to it); the smallest copy's, with the differences in its description, if none."""
+    first = _copy_stages(numerics.input_module, chosen, dump_dir)
+    differences = full_plan.differences(decision_plan(first[-1]["main"]))
+    if not differences:
+        numerics.plan_note = "it decides as the full-size program does"
+        return first
+    full_func = numerics.full_module["main"]
+
+    def stages_if_same(mapping):
+        copy = copy_with(full_func, mapping)
+        func = copy.func if copy.func is not None else (full_func if not copy.sizes else None)
+        if func is None:
+            return None
+        try:
+            stages = _copy_stages(tvm.IRModule({"main": func}), chosen, dump_dir)
+        except TirTritonError:   # a pass refuses this size: a candidate less, not the user's problem
+            return None
+        return (copy, stages) if not full_plan.differences(decision_plan(stages[-1]["main"])) else None
+
+    for mapping in larger_mappings(full_func):
+        found = stages_if_same(mapping)
+        if found is None:
+            continue
+        copy, stages = found
+        numerics.switch_to(copy, f"it decides as the full-size program does; the smallest copy did not "
+                                 f"({differences[0]})")
+        return stages
+    numerics.plan_note = ("it DECIDES DIFFERENTLY from the full-size program (" + "; ".join(differences[:3]) +
+                          "), and no copy up to the size limit decides as it does: the check does not cover the "
+                          "full-size decisions")
+    warnings.warn(f"numerics at {numerics.describe()}", stacklevel=3)
+    return first
 
 
 def _numerics_plan(mod: tvm.IRModule) -> NumericsPlan:

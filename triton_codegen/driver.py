@@ -20,6 +20,7 @@ from tir_passes.errors import VerificationError
 from tir_passes.infra.frontend import as_module
 from tir_passes.pipeline import CHECKS, run_pipeline
 
+from . import loader
 from .backend import Backend, LowerOptions, backend as registered_backend
 from .check import CheckReport
 from .kernel import CompiledKernel, TritonKernel
@@ -88,7 +89,8 @@ def verify_kernel(chosen: Backend, kernel: CompiledKernel, result, options: Lowe
     if not report.ok:
         raise VerificationError("lowering", "kernel", f"the {chosen.name} kernel differs from TVM's build of the input "
                                 f"(at {numerics.describe()}), although every stage matched: a decision the llvm "
-                                "build does not see, the lowering or the code generator is wrong\n"
+                                "build does not see, the lowering or the code generator is wrong (second opinion: "
+                                f"{getattr(report, 'second_opinion', '') or 'none'})\n"
                                 + "\n".join(report.problems[:10]), _write_kernel_failure(chosen, dump_dir, checked))
     return report
 
@@ -96,7 +98,7 @@ def verify_kernel(chosen: Backend, kernel: CompiledKernel, result, options: Lowe
 def _write_kernel_failure(chosen: Backend, dump_dir: str | None, kernel: CompiledKernel) -> str:
     folder = os.path.join(dump_dir, "failure_kernel") if dump_dir else tempfile.mkdtemp(prefix="tir-triton-failure-kernel-")
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, f"{kernel.name}.py"), "w") as handle:
+    with open(os.path.join(folder, f"{loader.file_stem(kernel.name)}.py"), "w") as handle:
         handle.write(kernel.source)
     with open(os.path.join(folder, "tile_program.txt"), "w") as handle:
         handle.write(chosen.describe(kernel.program))

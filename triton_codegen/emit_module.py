@@ -66,7 +66,18 @@ def python_scalar(expr: Expr, blocks: set[str]) -> str:
 def _params_literal(program: TileProgram) -> str:
     narrow = {b for k in program.kernels for b in (x.name for x in k.buffers) if b not in k.int64_buffers}
     rows = [(p.name, p.kind, p.dtype, tuple(p.shape), p.written, p.name in narrow) for p in program.params]
-    return "PARAMS = " + pprint.pformat(tuple(rows), width=100)
+    return "PARAMS = " + pprint.pformat(tuple(rows), width=100) + "\n" + _size_dtypes_literal(program)
+
+
+def _size_dtypes_literal(program: TileProgram) -> str:
+    """The dtype each shape variable has in the kernels' signatures: a size bound from a tensor's
+    dimension is range-checked against it at launch, as a scalar argument is."""
+    dtypes = {}
+    for kernel in program.kernels:
+        for scalar in kernel.scalars:
+            if scalar.name in program.shape_vars:
+                dtypes.setdefault(scalar.name, scalar.dtype)
+    return "SIZE_DTYPES = " + repr(dict(sorted(dtypes.items())))
 
 
 def op_outputs(program: TileProgram) -> tuple[str, ...]:
@@ -140,7 +151,7 @@ def _tile_summary_literal(program: TileProgram) -> str:
 
 def _prepare_function(program: TileProgram, src: Source) -> None:
     with src.block("def _prepare(args, kwargs):"):
-        src.line("t, s = check_arguments(PARAMS, args, kwargs)")
+        src.line("t, s = check_arguments(PARAMS, args, kwargs, SIZE_DTYPES)")
         if program.scratch:
             src.line("device = next(v.device for v in t.values() if isinstance(v, torch.Tensor))")
         for scratch in program.scratch:

@@ -50,7 +50,7 @@ class CompiledKernel:
         """Write the module (a directory gets `<name>.py`); returns the file written."""
         if os.path.isdir(path) or path.endswith(os.sep):
             os.makedirs(path, exist_ok=True)
-            path = os.path.join(path, f"{self.name}.py")
+            path = os.path.join(path, f"{loader.file_stem(self.name)}.py")
         try:
             with open(path, "w") as handle:
                 handle.write(self.source)

@@ -2,6 +2,12 @@
 
 `TRITON_INTERPRET` is read when `@triton.jit` runs, that is when the module is imported, so each
 mode gets its own module object: interpreted (CPU tensors) or compiled (GPU, or ahead of time).
+
+The module cache lives in the shared temporary folder, where anything may sit at a path: a module
+is written atomically (a temporary file of a unique name, then rename), and a file found at its
+path is read and compared with the source before it is used (a half-written file, or another
+file, is replaced). A PrimFunc's name (`global_symbol`, any string) becomes part of a file name
+only through `file_stem`, so `"../..$TMPDIR/x"` or `"sub/dir"` cannot leave the folder or name one.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 from types import ModuleType
@@ -18,15 +25,43 @@ from .environment import triton_mode
 _CACHE_DIR = os.path.join(tempfile.gettempdir(), "tir-triton-modules")
 
 
+def file_stem(name: str) -> str:
+    """`name` as a file name without a folder: letters, digits and `_` kept, anything else `_`, no
+    leading dot, at most 100 characters; never empty."""
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", name)[:100]
+    return stem if stem.strip("_") else "kernel"
+
+
 def module_path(source: str, name: str, directory: str | None = None) -> str:
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     folder = directory or _CACHE_DIR
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{name}_{digest}.py")
-    if not os.path.exists(path):
-        with open(path, "w") as handle:
-            handle.write(source)
+    path = os.path.join(folder, f"{file_stem(name)}_{digest}.py")
+    if _content(path) != source:
+        write_atomically(path, source)
     return path
+
+
+def _content(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def write_atomically(path: str, text: str) -> None:
+    """`path` holds `text` or what it held before, never a part: written beside it, then renamed."""
+    descriptor, temporary = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+                                             dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def triton_library_interpreted() -> bool:

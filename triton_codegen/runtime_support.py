@@ -97,6 +97,8 @@ def bind_arguments(params, args, kwargs):
 def _check_scalar(name, dtype, value):
     """`value` as the plain Python number the kernel gets, if it fits the parameter's dtype."""
     given = f"parameter {name} ({dtype}) got {value!r}"
+    if _is_numpy_bool(value):
+        value = bool(value)
     if isinstance(value, torch.Tensor) or not isinstance(value, numbers.Number):
         raise LaunchError(f"parameter {name}: expected a Python number, got {type(value).__name__}")
     if dtype == "bool":
@@ -115,6 +117,12 @@ def _check_scalar(name, dtype, value):
     if math.isfinite(value) and abs(value) > _FLOAT_MAX[dtype]:
         raise LaunchError(f"{given}, beyond the largest finite {dtype} ({_FLOAT_MAX[dtype]:g})")
     return float(value)
+
+
+def _is_numpy_bool(value):
+    """numpy's bool scalar (np.bool_), which is not a numbers.Number."""
+    kind = type(value)
+    return kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool")
 
 
 def _check_tensor(name, dtype, value):
@@ -259,8 +267,9 @@ def _remember(cache, key, value):
 _CHECKED = {}   # (params, interpreted?, arguments' metadata) -> (scalars as the kernel takes them, shape sizes)
 
 
-def check_arguments(params, args, kwargs=None):
-    """Check every argument against its parameter; return (values by name, shape sizes)."""
+def check_arguments(params, args, kwargs=None, size_dtypes=None):
+    """Check every argument against its parameter; return (values by name, shape sizes). A size
+    bound from a dimension must fit its dtype in the kernels (`size_dtypes`: name -> dtype)."""
     args = bind_arguments(params, args, kwargs or {})
     key = _argument_key(id(params), _INTERPRETED, *(_metadata(value) for value in args))
     known = _CHECKED.get(key) if key is not None else None
@@ -268,9 +277,21 @@ def check_arguments(params, args, kwargs=None):
         scalars, sizes = known
         return {param[0]: scalars.get(param[0], value) for param, value in zip(params, args)}, dict(sizes)
     values, sizes = _check_all(params, args)
+    _check_size_ranges(sizes, size_dtypes or {})
     scalars = {param[0]: values[param[0]] for param in params if param[1] == "scalar"}
     _remember(_CHECKED, key, (scalars, dict(sizes)))
     return values, sizes
+
+
+def _check_size_ranges(sizes, size_dtypes):
+    """A dimension of 2**32 + 7 for an int32 size would reach the kernel as 7 (Triton truncates
+    it) while the grid was sized with the exact value: refused, as a scalar out of range is."""
+    for name, dtype in size_dtypes.items():
+        if name in sizes and dtype in _INT_RANGES:
+            low, high = _INT_RANGES[dtype]
+            if not low <= sizes[name] < high:
+                raise LaunchError(f"shape variable {name} ({dtype}) is {sizes[name]}, outside the range of {dtype} "
+                                  f"[{low}, {high - 1}]: the kernels take it as {dtype} (it would wrap)")
 
 
 def _check_all(params, args):

@@ -84,6 +84,33 @@ def kernel_space(name: str, kernel: dict | None, default: dict, spec: GpuSpec | 
     return KernelSpace(name, configs, predictions, len(legal), len(scored))
 
 
+def config_problem(kernel: dict | None, default: dict, config: dict, sizes: dict[str, int],
+                   listed: tuple[dict, ...] = ()) -> str:
+    """Why `config` (a cached choice) is not one this kernel may run, or "": the same settings as
+    its default, block sizes that are powers of two the rules allow (whole tiles keep their size,
+    masks dropped for divisible extents stay right), warps a power of two. Without a summary, only
+    the module's own configs (`listed`) are."""
+    if set(config) - {"GROUP_M"} != set(default) - {"GROUP_M"}:
+        return f"its settings {sorted(config)} are not the kernel's {sorted(default)}"
+    if kernel is None:
+        return "" if config in listed else "it is not one of the module's configs (the module has no tile summary)"
+    for block in _blocks(kernel):
+        size = config[block]
+        if size < 1 or size & (size - 1):
+            return f"{block}={size} is not a power of two"
+        for dim in (d for d in kernel["dims"] if d["block"] == block):
+            if not block_size_allowed(size, default=dim["default"], extent=_extent(dim, sizes), even=dim["even"],
+                                      minimum=dim["min"]):
+                return (f"{block}={size} breaks what the kernel assumes of that axis (extent "
+                        f"{_extent(dim, sizes)}, at least {dim['min']}, divides it: {dim['even']})")
+    warps = config["num_warps"]
+    if warps < 1 or warps & (warps - 1) or warps > 32:
+        return f"num_warps={warps} is not a power of two up to 32"
+    if config["num_stages"] < 1 or config.get("GROUP_M", 1) < 1:
+        return "num_stages and GROUP_M must be positive"
+    return ""
+
+
 def legal_configs(kernel: dict, default: dict, sizes: dict[str, int]) -> list[dict]:
     """Every config in the window the rules allow, in a fixed order."""
     axes = [(block, _block_choices(kernel, block, default[block], sizes)) for block in _blocks(kernel)]

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from typing import Callable
 
 from tir_passes.errors import FrontendError
@@ -23,6 +24,7 @@ from . import tuning_cache
 from .environment import gpu_worker_environment
 from .loader import import_module
 from .runtime_support import shape_text, shape_value
+from . import search_space
 from .search_space import MAX_SPACE, kernel_space
 from .tuner import BUDGET, ROUNDS, TuneResult, tune
 from .writeback import write_back
@@ -107,8 +109,15 @@ def tune_loaded(module, args, name: str, *, budget: int = BUDGET, seed: int = 0,
     device_name, spec = _device(gpu, interpret)
     key = tuning_cache.cache_key(module, device_name, tuning_cache.argument_shapes(module.PARAMS, args),
                                  _triton_version())
-    cached = tuning_cache.load(name, key) if use_cache else None
-    if cached is not None and _fits(module, cached):
+    try:
+        cached = tuning_cache.load(name, key) if use_cache else None
+    except tuning_cache.CacheFileError as err:
+        raise FrontendError(str(err)) from None
+    refused = cached_choice_problem(module, cached, shape_sizes(module.PARAMS, args)) if cached is not None else ""
+    if refused:
+        warnings.warn(f"{name}: the cached tuning choice is refused and the module tuned again: {refused}",
+                      stacklevel=2)
+    if cached is not None and not refused:
         result = TuneResult.from_json(cached)
         result.cache_hit = True
     else:
@@ -117,7 +126,7 @@ def tune_loaded(module, args, name: str, *, budget: int = BUDGET, seed: int = 0,
         result = tune(spaces, timer, budget=budget, seed=seed, rounds=rounds, progress=progress, label=name)
         tuning_cache.store(name, key, result.to_json())
     _choose_in_memory(module, result.chosen)
-    report = {"gpu": device_name, "cache_key": key, "cache_hit": result.cache_hit,
+    report = {"gpu": device_name, "cache_key": key, "cache_hit": result.cache_hit, "cache_refused": refused,
               "default_ms": result.default_ms, "tuned_ms": result.chosen_ms, "noise": result.noise,
               "gain": result.gain, "kept_default": result.kept_default,
               "evaluations": result.timed_evaluations, "chosen": result.chosen}
@@ -160,14 +169,21 @@ def _triton_version() -> str:
     return triton.__version__
 
 
-def _fits(module, result: dict) -> bool:
-    """A cached choice applies to this module: same kernels, and configs with the same settings."""
-    kernels = {name for name, _launch in module.LAUNCHERS}
+def cached_choice_problem(module, result: dict, sizes: dict[str, int]) -> str:
+    """Why a cached choice may not be written into this module, or "": it must name the module's
+    kernels, and each config must be legal in the kernel's search space (search_space.config_problem)."""
+    kernels = [name for name, _launch in module.LAUNCHERS]
     chosen = result.get("chosen", {})
-    if set(chosen) != kernels:
-        return False
-    return all(set(config) - {"GROUP_M"} == set(module.CONFIGS[name][0]) - {"GROUP_M"}
-               for name, config in chosen.items())
+    if sorted(chosen) != sorted(kernels):
+        return f"it names the kernels {sorted(chosen)}, the module has {sorted(kernels)}"
+    summary = getattr(module, "TILE_SUMMARY", {})
+    for name in kernels:
+        default = module.CONFIGS[name][module.CHOSEN[name]]
+        problem = search_space.config_problem(summary.get(name), default, chosen[name], sizes,
+                                              tuple(module.CONFIGS[name]))
+        if problem:
+            return f"kernel {name}: {problem}"
+    return ""
 
 
 # --- several GPUs ------------------------------------------------------------------------------

@@ -44,6 +44,9 @@ FAMILIES = {
     "conditional": 7,
     "unsupported": 2,
 }
+# drawn apart from FAMILIES, from a generator of its own, so every other seed's program stays
+# byte for byte what it was (the CI range was vetted in full with them)
+LOADED_INTEGERS_SHARE = 0.06
 
 MAX_DOMAIN = 2048          # elements of one loop nest's iteration space (the interpreter is slow)
 FLOAT_BOUND = {"float32": 1e5, "float16": 3e3}   # largest magnitude a float value may reach
@@ -958,6 +961,58 @@ def family_unsupported(p: ProgramBuilder) -> None:
     p.nest("product", axes, "SR", [f"{out.load()} = {out.load()} * {value}"], init=f"{out.load()} = T.float32(1)")
 
 
+LOADED_DIVISIONS = ("T.floordiv", "T.floormod", "T.truncdiv", "T.truncmod", "//", "%")
+
+
+def family_loaded_integers(p: ProgramBuilder) -> None:
+    """What the numerics check must draw data for with care (tir_passes/checks/data_ranges.py):
+    integer division and modulo by loaded values (sometimes with a `T.assume` on the divisor's
+    sign), gathers through a computed index of a loaded id under a `T.assume` range, and row sums
+    into a float16 accumulator (checked under the fp32 accumulation rule)."""
+    form = p.rng.choice(["divide", "gather", "half_sum"])
+    {"divide": _loaded_division, "gather": _computed_gather, "half_sum": _half_sum}[form](p)
+
+
+def _loaded_division(p: ProgramBuilder) -> None:
+    rng = p.rng
+    axes = p.domain(rng.randint(1, 2))
+    dims = tuple(a.dim for a in axes)
+    index = ", ".join(a.var for a in axes)
+    a, b = p.input(dims, "int32"), p.input(dims, "int32")
+    op = rng.choice(LOADED_DIVISIONS)
+    quotient = f"({a.name}[{index}] {op} {b.name}[{index}])" if op in ("//", "%") else \
+        f"{op}({a.name}[{index}], {b.name}[{index}])"
+    body = [f"T.assume({b.name}[{index}] {rng.choice(['>', '<'])} 0)"] if rng.random() < 0.4 else []
+    out = p.output(axes, "int32")
+    p.nest("divide", axes, "S" * len(axes), body + [f"{out.load()} = {quotient} + {a.name}[{index}]"])
+
+
+def _computed_gather(p: ProgramBuilder) -> None:
+    rng = p.rng
+    rows, width = p.axis(40, symbolic_ok=False), p.axis(30, symbolic_ok=False)
+    vocabulary, offset = rng.randint(3, 20), rng.choice([0, 0, 1, 2])
+    ids = p.input((rows.dim,), "int32")
+    fact = f"T.assume(0 <= {ids.name}[{rows.var}] and {ids.name}[{rows.var}] < {vocabulary})"
+    if rng.random() < 0.5:
+        table = p.input((Dim(str(vocabulary * width.dim.size), vocabulary * width.dim.size),), "float32")
+        read = f"{table.name}[{ids.name}[{rows.var}] * {width.dim.size} + {width.var}]"
+    else:
+        table = p.input((Dim(str(vocabulary + offset), vocabulary + offset), width.dim), "float32")
+        read = f"{table.name}[{ids.name}[{rows.var}] + {offset}, {width.var}]"
+    out = p.output([rows, width], "float32")
+    p.nest("gather", [rows, width], "SS", [fact, f"{out.load()} = {read} * T.float32({rng.choice([1.0, 0.5, -2.0])})"])
+
+
+def _half_sum(p: ProgramBuilder) -> None:
+    rng = p.rng
+    rows, cols = p.axis(8, symbolic_ok=False), p.axis(250, symbolic_ok=False, low=16)
+    dtype = rng.choice(["float16", "float16", "bfloat16"])
+    data = p.input((rows.dim, cols.dim), dtype)
+    out = p.output([rows], dtype)
+    p.nest("half_sum", [rows, cols], "SR", [f"{out.load()} = {out.load()} + {data.name}[{rows.var}, {cols.var}]"],
+           init=f"{out.load()} = T.{dtype}(0)")
+
+
 FAMILY_BUILDERS = {
     "elementwise": family_elementwise,
     "transpose": family_transpose,
@@ -970,6 +1025,7 @@ FAMILY_BUILDERS = {
     "chain": family_chain,
     "conditional": family_conditional,
     "unsupported": family_unsupported,
+    "loaded_integers": family_loaded_integers,
 }
 
 
@@ -979,6 +1035,8 @@ def generate(seed: int, family: str | None = None, *, scale: int = 1) -> Program
     rng = random.Random(seed)
     if family is None:
         family = rng.choices(list(FAMILIES), weights=list(FAMILIES.values()))[0]
+        if random.Random(f"loaded_integers {seed}").random() < LOADED_INTEGERS_SHARE:
+            family = "loaded_integers"
     state = rng.getstate()
     builder = ProgramBuilder(rng, family, scale)
     FAMILY_BUILDERS[family](builder)

@@ -14,8 +14,9 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from tir_passes.analyses.assumptions import is_assumption
-from tir_passes.errors import UnsupportedConstructError
+from tir_passes.checks.data_ranges import value_ranges
+from tir_passes.checks.sandbox import Crash, run_isolated
+from tir_passes.errors import UndefinedBehaviourError, UnsupportedConstructError
 from tir_passes.analyses.nest import vars_of
 from tir_passes.checks.shape_reduction import ReducedCopy, reduced_copy
 
@@ -126,74 +127,49 @@ def static_shape(buf) -> tuple[int, ...]:
 
 
 def make_inputs(func: tirx.PrimFunc, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random contents for every buffer parameter (outputs too: some accumulate)."""
+    """Seeded random contents for every buffer parameter (outputs too: some accumulate); integer
+    ones inside the values the program allows (checks/data_ranges.py)."""
     _check_distinct_names(func)
     rng = np.random.default_rng(seed)
     arrays = {buf.name: random_array(static_shape(buf), str(buf.dtype), rng) for buf in buffer_params(func)}
-    return arrays | index_data(func, rng)
+    return arrays | integer_data(func, rng)
 
 
-def index_data(func: tirx.PrimFunc, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Contents for the integer buffer parameters used directly as an index of another buffer
-    (`table[ids[i], j]`), drawn inside the range they index: TVM's llvm build does not check an
-    index, so random ones would read outside the table (garbage, or a crash)."""
-    ranges = index_ranges(func)
+def integer_data(func: tirx.PrimFunc, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Contents for the integer buffer parameters the program narrows: inside every index they
+    compute and every `T.assume` about them, no zero where they divide. TVM's llvm build checks
+    neither an index nor a divisor: other values would read outside a table or trap."""
+    ranges = value_ranges(func)
     arrays = {}
     for buf in buffer_params(func):
-        low, high = ranges.get(buf.name, (0, 0))
-        if low < high:
-            arrays[buf.name] = rng.integers(low, high, static_shape(buf)).astype(str(buf.dtype))
+        if buf.name not in ranges:
+            continue
+        value_range, dtype = ranges[buf.name], str(buf.dtype)
+        low, high = value_range.bounds(dtype)
+        if low >= high:
+            continue  # nothing satisfies the program: its reference run says so, if it matters
+        values = rng.integers(low, high, static_shape(buf), dtype=np.int64)
+        if value_range.nonzero:
+            values = _without_zeros(values, low, high, rng)
+        arrays[buf.name] = values.astype(dtype)
     return arrays
 
 
+def _without_zeros(values: np.ndarray, low: int, high: int, rng: np.random.Generator) -> np.ndarray:
+    choices = [v for v in range(max(low, -8), min(high, 9)) if v != 0] or [v for v in (low, high - 1) if v != 0]
+    if not choices:
+        return values
+    zeros = values == 0
+    values[zeros] = rng.choice(choices, int(zeros.sum()))
+    return values
+
+
 def index_ranges(func: tirx.PrimFunc) -> dict[str, tuple[int, int]]:
-    """Buffer parameter -> [low, high): inside every dimension it directly indexes (a cast
-    aside), and inside simple `T.assume` bounds on its values (`T.assume(ids[i] < 10)`)."""
-    integral = {buf.name for buf in buffer_params(func) if str(buf.dtype).startswith(("int", "uint"))}
-    ranges: dict[str, tuple[int, int]] = {}
-
-    def narrow(name: str, low: int | None, high: int | None) -> None:
-        old_low, old_high = ranges.get(name, (low, high))
-        ranges[name] = (old_low if low is None else max(low, old_low), old_high if high is None else min(high, old_high))
-
-    def access(node) -> None:
-        buf = node.buffer if isinstance(node, tirx.BufferStore) else node.source
-        for index, extent in zip(node.indices, buf.shape):
-            index = index.value if isinstance(index, tirx.Cast) else index
-            if isinstance(index, tvm.ir.TensorLoad) and index.source.name in integral and isinstance(extent, tirx.IntImm):
-                narrow(index.source.name, 0, int(extent.value))
-
-    tvm_ffi.structural_walk(func.body, [((tirx.BufferStore, tvm.ir.TensorLoad), access)])
-    for fact in _assumed_conditions(func):
-        for name, low, high in _value_bounds(fact):
-            if name in ranges:
-                narrow(name, low, high)
-    return ranges
-
-
-def _assumed_conditions(func: tirx.PrimFunc) -> list:
-    statements: list = []
-    tvm_ffi.structural_walk(func.body, (tirx.Evaluate, statements.append))
-    return [stmt.value.args[0] for stmt in statements if is_assumption(stmt)]
-
-
-_MIRRORED = {tirx.LT: tirx.GT, tirx.LE: tirx.GE, tirx.GT: tirx.LT, tirx.GE: tirx.LE}
-
-
-def _value_bounds(fact) -> list[tuple[str, int | None, int | None]]:
-    """(buffer, low, high) for each conjunct `load < c`, `c <= load`, ... of `fact` (None: no bound)."""
-    if isinstance(fact, tirx.And):
-        return _value_bounds(fact.a) + _value_bounds(fact.b)
-    if type(fact) not in _MIRRORED:
-        return []
-    load, bound, op = fact.a, fact.b, type(fact)
-    if isinstance(bound, tvm.ir.TensorLoad):  # `c < load` reads as `load > c`
-        load, bound, op = bound, load, _MIRRORED[op]
-    if not (isinstance(load, tvm.ir.TensorLoad) and isinstance(bound, tirx.IntImm)):
-        return []
-    c = int(bound.value)
-    low, high = {tirx.LT: (None, c), tirx.LE: (None, c + 1), tirx.GT: (c + 1, None), tirx.GE: (c, None)}[op]
-    return [(load.source.name, low, high)]
+    """Buffer parameter -> [low, high) its data are drawn from, for each integer parameter an index
+    or a `T.assume` narrows (the all-negative data set keeps these values)."""
+    ranges = value_ranges(func)
+    params = {buf.name: str(buf.dtype) for buf in buffer_params(func)}
+    return {name: r.bounds(params[name]) for name, r in ranges.items() if r.constrained}
 
 
 def _check_distinct_names(func: tirx.PrimFunc) -> None:
@@ -324,18 +300,20 @@ class ReferenceRun:
     def of(cls, func: tirx.PrimFunc, seed: int = 0, sizes: dict[str, int] | None = None) -> "ReferenceRun":
         concrete = specialize_shapes(func, sizes)
         first = make_inputs(concrete, seed)
-        # index data stays in range in both sets (made negative, it would index outside)
+        # data an index or an assumption narrows stay as drawn in both sets (made negative, an id
+        # would index outside its table)
         datasets = [first, negative_inputs(first) | {name: first[name] for name in index_ranges(concrete)}]
         scalars = scalar_arguments(func, sizes)
-        call_scalars = _scalars_for(concrete, scalars)
         entry = build_llvm(concrete)
-        outputs = [run_built(entry, concrete, data, call_scalars) for data in datasets]
+        outputs = run_sets(entry, concrete, datasets, _scalars_for(concrete, scalars))
+        if isinstance(outputs, SetCrash):
+            raise UndefinedBehaviourError(_undefined_behaviour(func, outputs, seed))
         return cls(func, concrete, datasets, scalars, outputs)
 
     def mismatches(self, results: list[dict[str, np.ndarray]], scale: float = 1.0) -> list[str]:
         dtypes = {b.name: str(b.dtype) for b in buffer_params(self.concrete)}
         problems = []
-        for label, expected_set, actual_set in zip(("random data", "all-negative data"), self.outputs, results):
+        for label, expected_set, actual_set in zip(DATA_SET_LABELS, self.outputs, results):
             for name in sorted(expected_set):
                 problem = compare_arrays(name, expected_set[name], actual_set[name], dtypes[name], scale)
                 if problem:
@@ -347,11 +325,52 @@ def _scalars_for(func: tirx.PrimFunc, scalars: dict[str, object]) -> dict[str, o
     return {k: v for k, v in scalars.items() if any(p.name == k for p in func.params)}
 
 
+class StageCrashed(RuntimeError):
+    """A later stage crashed or hung on data on which the input ran (the pass's fault)."""
+
+
 def stage_results(reference: ReferenceRun, stage: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> list[dict[str, np.ndarray]]:
     """Run a later stage of the same function on the reference's data sets."""
     concrete = specialize_shapes(stage, sizes)
     entry = build_llvm(concrete)
-    return [run_built(entry, concrete, data, _scalars_for(concrete, reference.scalars)) for data in reference.datasets]
+    results = run_sets(entry, concrete, reference.datasets, _scalars_for(concrete, reference.scalars))
+    if isinstance(results, SetCrash):
+        raise StageCrashed(f"the stage {results.crash.describe()} on the {results.label}, on which the input runs")
+    return results
+
+
+DATA_SET_LABELS = ("random data", "all-negative data")
+
+
+@dataclass(frozen=True)
+class SetCrash:
+    """Which data set a built function crashed (or hung) on, and how."""
+
+    label: str
+    crash: Crash
+
+
+def run_sets(entry, func: tirx.PrimFunc, datasets: list[dict[str, np.ndarray]],
+             scalars: dict[str, object]) -> list[dict[str, np.ndarray]] | SetCrash:
+    """Every data set through a built function, in one forked child (checks/sandbox.py); after a
+    crash, each set alone, to name the one that crashes."""
+    results = run_isolated(lambda: [run_built(entry, func, data, scalars) for data in datasets])
+    if not isinstance(results, Crash):
+        return results
+    for label, data in zip(DATA_SET_LABELS, datasets):
+        alone = run_isolated(lambda data=data: run_built(entry, func, data, scalars))
+        if isinstance(alone, Crash):
+            return SetCrash(label, alone)
+    return SetCrash("data sets run together", results)
+
+
+def _undefined_behaviour(func: tirx.PrimFunc, crashed: SetCrash, seed: int) -> str:
+    name = func.attrs.get("global_symbol") if func.attrs is not None else None
+    return (f"PrimFunc {name or 'main'}: TVM's llvm build of the input itself {crashed.crash.describe()} on the "
+            f"numerics check's {crashed.label} (seed {seed}): the program has undefined behaviour on that data, so "
+            "there is no reference to check the passes and the kernel against. The data respect every T.assume about "
+            "loaded values, every index linear in one loaded value, and keep divisors loaded from memory nonzero "
+            "(docs/verification.md); state the program's ranges with T.assume, or compile with verify=False")
 
 
 def progress(items, what: str, enabled: bool = True):
@@ -367,24 +386,35 @@ def progress(items, what: str, enabled: bool = True):
 class NumericsPlan:
     """Where the numerics check runs: on the program itself, or on a copy with its large sizes
     reduced (shape_reduction.py) that the same passes compile, so a 16384 x 8192 program is
-    checked in seconds. The dump and the report say which (`describe`)."""
+    checked in seconds. The copy must take the full-size program's decisions (run_pipeline
+    compares the plans, checks/decision_plan.py, and moves to a larger copy when they differ).
+    The dump and the report say which (`describe`)."""
 
     input_module: tvm.IRModule      # what the stages' numerics start from: the input or its reduced copy
     reference: ReferenceRun
     copy: "ReducedCopy"
     large: bool                     # above the size checked as it is
+    full_module: tvm.IRModule | None = None    # the input itself
     final_module: tvm.IRModule | None = None   # the reduced copy's last stage (the kernel check compiles it)
+    plan_note: str = ""             # whether the copy decides as the full-size program does
 
     @property
     def reduced(self) -> bool:
-        return self.copy.func is not None
+        return self.copy.func is not None or self.copy.reason == "no size is reduced"
 
     def describe(self) -> str:
-        return self.copy.describe()
+        where = self.copy.describe()
+        return f"{where}: {self.plan_note}" if self.plan_note else where
+
+    def switch_to(self, copy: "ReducedCopy", note: str) -> None:
+        """Check at `copy` instead (a larger copy whose decisions are the full size's)."""
+        func = copy.func if copy.func is not None else self.full_module["main"]
+        self.copy, self.input_module, self.plan_note = copy, tvm.IRModule({"main": func}), note
+        self.reference = ReferenceRun.of(func)
 
     @classmethod
     def of(cls, mod: tvm.IRModule) -> "NumericsPlan":
         copy = reduced_copy(mod["main"])
         module = tvm.IRModule({"main": copy.func}) if copy.func is not None else mod
         large = copy.reason not in ("small enough",)
-        return cls(module, ReferenceRun.of(module["main"]), copy, large)
+        return cls(module, ReferenceRun.of(module["main"]), copy, large, mod)

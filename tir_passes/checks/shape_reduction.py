@@ -35,6 +35,8 @@ class ReducedCopy:
     dims: dict[int, tuple[str, ...]] | None = None   # real size -> the parameter dims that have it ("A.shape[0]")
 
     def describe(self) -> str:
+        if self.func is None and self.reason == "no size is reduced":
+            return "full size (no smaller copy decides as it does)"
         if self.func is None:
             return f"full size ({self.reason})"
         return "reduced sizes " + ", ".join(f"{s}->{r}{self._where(s)}" for s, r in sorted(self.sizes.items()))
@@ -85,17 +87,70 @@ def _large_sizes(func: tirx.PrimFunc) -> list[int]:
     return sorted(found)
 
 
-def size_map(sizes: list[int]) -> dict[int, int]:
-    """Distinct small sizes with the same remainder modulo KEEP_MODULO, larger sizes staying larger."""
+def size_map(sizes: list[int], base: int = KEEP_MODULO) -> dict[int, int]:
+    """Distinct smaller sizes from `base` up with the same remainder modulo KEEP_MODULO, larger
+    sizes staying larger; a size the rule would not make smaller stays as it is."""
     mapping: dict[int, int] = {}
     taken: set[int] = set()
     for size in sorted(sizes):
-        small = KEEP_MODULO + size % KEEP_MODULO
+        small = base + size % KEEP_MODULO
         while small in taken or any(small <= mapping[s] for s in mapping if s < size):
             small += KEEP_MODULO
-        mapping[size] = small
-        taken.add(small)
+        mapping[size] = min(small, size)
+        taken.add(mapping[size])
     return mapping
+
+
+def is_order_preserving(mapping: dict[int, int]) -> bool:
+    """Distinct sizes stay distinct and in order (so no relation between them changes sign)."""
+    ordered = [mapping[s] for s in sorted(mapping)]
+    return all(a < b for a, b in zip(ordered, ordered[1:]))
+
+
+# bases of the larger copies tried when the smallest copy decides differently from the full size
+ESCALATION_BASES = (256, 1024, 4096, 16384)
+ELEMENTS_OF_A_LARGER_COPY = 1 << 22   # buffers of a larger copy, in all
+
+
+def copy_with(func: tirx.PrimFunc, mapping: dict[int, int]) -> ReducedCopy:
+    """`func` with `mapping` applied to its sizes, or the reason it cannot be."""
+    mapping = {s: r for s, r in mapping.items() if s != r}
+    if not mapping:
+        return ReducedCopy(None, {}, "no size is reduced")
+    try:
+        copy = _with_sizes(func, mapping)
+    except Exception as err:  # noqa: BLE001 - no copy: numerics run at full size, and say why
+        return ReducedCopy(None, mapping, f"the sizes cannot be replaced ({type(err).__name__})")
+    problem = _invalid(copy)
+    return ReducedCopy(None, mapping, problem) if problem else ReducedCopy(copy, mapping, dims=parameter_dims(func))
+
+
+def larger_mappings(func: tirx.PrimFunc) -> list[dict[int, int]]:
+    """Size maps larger than the smallest, each within ELEMENTS_OF_A_LARGER_COPY elements and order
+    preserving, cheapest first: for each base, one size raised to it alone, then all of them."""
+    sizes = _large_sizes(func)
+    smallest = size_map(sizes)
+    found: list[dict[int, int]] = []
+    for base in ESCALATION_BASES:
+        raised = size_map(sizes, base)
+        candidates = [smallest | {size: raised[size]} for size in sorted(sizes, reverse=True)] + [raised]
+        for mapping in candidates:
+            if (mapping != smallest and mapping not in found and is_order_preserving(mapping)
+                    and _elements_with(func, mapping) <= ELEMENTS_OF_A_LARGER_COPY):
+                found.append(mapping)
+    return found
+
+
+def _elements_with(func: tirx.PrimFunc, mapping: dict[int, int]) -> int:
+    total = 0
+    for param in func.params:
+        if tirx.is_buffer_var(param):
+            count = 1
+            for dim in param.shape:
+                value = int(dim.value) if isinstance(dim, tirx.IntImm) else 1 << 30
+                count *= mapping.get(value, value)
+            total += count
+    return total
 
 
 def _replace_sizes(expr_or_stmt, mapping: dict[int, int]):
@@ -122,15 +177,7 @@ def reduced_copy(func: tirx.PrimFunc) -> ReducedCopy:
     sizes = _large_sizes(func)
     if not sizes:
         return ReducedCopy(None, {}, "no static size to reduce")
-    mapping = size_map(sizes)
-    try:
-        copy = _with_sizes(func, mapping)
-    except Exception as err:  # noqa: BLE001 - no copy: numerics run at full size, and say why
-        return ReducedCopy(None, mapping, f"the sizes cannot be replaced ({type(err).__name__})")
-    problem = _invalid(copy)
-    if problem:
-        return ReducedCopy(None, mapping, problem)
-    return ReducedCopy(copy, mapping, dims=parameter_dims(func))
+    return copy_with(func, size_map(sizes))
 
 
 def _with_sizes(func: tirx.PrimFunc, mapping: dict[int, int]) -> tirx.PrimFunc:

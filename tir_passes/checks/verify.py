@@ -24,7 +24,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.errors import first_line
-from tir_passes.checks.numerics import ReferenceRun, stage_results
+from tir_passes.checks.numerics import ReferenceRun, StageCrashed, stage_results
 
 
 def check_well_formed(mod: tvm.IRModule) -> list[str]:
@@ -86,6 +86,8 @@ def check_purity(input_mod: tvm.IRModule, fingerprint_before: int) -> list[str]:
 def check_numerics(reference: ReferenceRun, mod: tvm.IRModule) -> list[str]:
     try:
         results = stage_results(reference, mod["main"])
+    except StageCrashed as crash:
+        return [str(crash)]
     except Exception as err:  # noqa: BLE001 - a stage that no longer builds is a failure
         return [f"the stage does not build or run with the llvm target: {first_line(err)}"]
     return reference.mismatches(results)

@@ -35,7 +35,7 @@ from tvm import sym, tirx
 
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, contraction_operands, loop_kind,
-                   loop_sites, realizes_under, written_buffers)
+                   loop_sites, realizes_under, uses_var, written_buffers)
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.infra.pass_util import root_block, top_level_statements
 from tir_passes.analyses.storage import decide_storage
@@ -219,6 +219,11 @@ def _in_registers(dependence, scans: dict[str, str]) -> bool:
 def _dependence_problems(stmt, loop, tile: LoopTile | None, enclosing, tiles) -> list[str]:
     role = tile.role if tile is not None else SERIAL
     scans = {r.block.name_hint: mark.buffer for r in realizes_under(loop.body) if (mark := scan_mark(r.block))}
+    if role == GRID:
+        reduced = _reductions_walked(loop)
+        if reduced:   # programs would each fold a part into the same output, with nothing to combine them
+            return [f"grid loop {loop.loop_var.name} walks the reduction axis of block {reduced[0]}: a program id "
+                    "cannot carry a reduction (the programs would race on its output)"]
     if role in (GRID, TILE):
         found = [d for d in carried_dependences(stmt, loop) if role == GRID or not _in_registers(d, scans)]
         return [f"{role} loop {loop.loop_var.name}: {d}" for d in found[:1]]
@@ -229,6 +234,13 @@ def _dependence_problems(stmt, loop, tile: LoopTile | None, enclosing, tiles) ->
         return [f"serial loop {loop.loop_var.name} carries a dependence through {', '.join(missing)} "
                 "that its decision does not name (the program would not sync)"]
     return []
+
+
+def _reductions_walked(loop: tirx.For) -> list[str]:
+    """Blocks under `loop` whose reduction variables it binds."""
+    return [realize.block.name_hint for realize in realizes_under(loop.body)
+            if any(iv.iter_type == tirx.IterVar.CommReduce and uses_var(value, loop.loop_var)
+                   for iv, value in zip(realize.block.iter_vars, realize.iter_values))]
 
 
 def _axis_problems(loops, tiles) -> list[str]:

@@ -50,6 +50,7 @@ class BackendLimits:
     max_row_tile: int = 16384          # the widest tile a program holds along one axis
     register_row_elements: int = 8192  # elements per shared-axis point a fused intermediate may keep
     default_num_warps: int = 4
+    max_num_warps: int = 32            # warps of a program: a power of two, at most 32 (1024 threads)
     default_num_stages: int = 2
 
 
@@ -255,6 +256,8 @@ def loop_tile(loop: tirx.For) -> LoopTile | None:
     if extent is None:
         raise ContractError(where, "a tile axis needs its extent")
     extent = tirx.const(extent, loop.loop_var.ty.dtype) if isinstance(extent, int) else extent
+    if not isinstance(extent, tirx.Expr) or not str(extent.ty.dtype).startswith("int"):
+        raise ContractError(where, f"a tile axis's extent must be an integer expression, not {extent!r}")
     outer = fields.get("outer")
     return LoopTile(role, _text(fields.get("axis"), where, "axis"), _text(fields.get("block"), where, "block"),
                     size, extent, _text(outer, where, "outer") if outer is not None else None, carries)
@@ -283,9 +286,15 @@ def _window_from(raw, where: str) -> TileWindow:
 
 
 def _kernel_from(raw, where: str) -> KernelTile:
+    if not hasattr(raw, "items"):
+        raise ContractError(where, f'annotation "{KERNEL_KEY}" must be a dict, not {raw!r}')
     fields = dict(raw.items())
     group_m = fields.get("group_m")
-    return KernelTile(_positive_int(fields.get("num_warps", LIMITS.default_num_warps), where, "num_warps"),
+    warps = _positive_int(fields.get("num_warps", LIMITS.default_num_warps), where, "num_warps")
+    if warps & (warps - 1) or warps > LIMITS.max_num_warps:
+        raise ContractError(where, f"num_warps {warps} is not a power of two up to {LIMITS.max_num_warps} (Triton "
+                            "compiles only those)")
+    return KernelTile(warps,
                       _positive_int(fields.get("num_stages", LIMITS.default_num_stages), where, "num_stages"),
                       _positive_int(group_m, where, "group_m") if group_m is not None else None,
                       tuple(_text(r, where, "registers") for r in fields.get("registers", ())),

@@ -18,9 +18,11 @@ import re
 import sys
 
 import tvm
-from tvm import tirx
+import tvm_ffi
+from tvm import s_tir, tirx
 
 from tir_passes.errors import FrontendError, UnsupportedConstructError
+from tir_passes.infra.pass_util import replace_block
 
 _DIAGNOSTIC_LOCATION = re.compile(r"-->\s*(\S+):(\d+):(\d+)")
 # TVM's internal phrasing, rewritten for a user: a failed C++ check, a mistyped FFI argument
@@ -247,7 +249,26 @@ def _as_single_module(func: tirx.PrimFunc, name: str) -> tvm.IRModule:
         raise UnsupportedConstructError(
             f"PrimFunc '{name}' is not S-TIR: write it as @T.prim_func(s_tir=True) with T.sblock "
             "blocks (or build it with te.create_prim_func)")
-    return tvm.IRModule({"main": func.with_attr("global_symbol", name.split(".")[-1])})
+    return tvm.IRModule({"main": ordered_as_spatial(func).with_attr("global_symbol", name.split(".")[-1])})
+
+
+def ordered_as_spatial(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Scan-ordered block iterators (`T.axis.scan`) as data-parallel ones. Why: s_tir's schedule
+    refuses to reorder or split a loop over an ordered iterator (Tiling failed with TVM's raw
+    ScheduleError), while the pipeline never reads the iterator type for order: the dependence
+    analysis finds the carried dependence of a scan from its accesses, as for the same scan written
+    with `T.axis.spatial` (examples/cumsum.py), and keeps the axis in order (a scan tile, or a serial
+    loop). TVM's build computes both forms alike (the type does not change code generation)."""
+
+    def spatial(block):
+        if not any(iv.iter_type == tirx.IterVar.Ordered for iv in block.iter_vars):
+            return block
+        iter_vars = [tirx.IterVar(iv.dom, iv.var, tirx.IterVar.DataPar, iv.thread_tag)
+                     if iv.iter_type == tirx.IterVar.Ordered else iv for iv in block.iter_vars]
+        return replace_block(block, iter_vars=iter_vars)
+
+    body = tvm_ffi.structural_map(func.body, (s_tir.SBlock, spatial))
+    return func if body.same_as(func.body) else func.with_body(body)
 
 
 def load_target(target: str) -> tuple[tvm.IRModule, str]:
