@@ -27,6 +27,8 @@ from rmsnorm import make_rmsnorm  # noqa: E402
 from softmax import make_softmax  # noqa: E402
 from transpose import make_transpose  # noqa: E402
 
+from tir_passes import differentiate  # noqa: E402
+
 
 @dataclass(frozen=True)
 class Goal:
@@ -108,4 +110,22 @@ CASES = (
          dict(B=4, H=32, S=4096, D=128), dict(B=1, H=2, S=37, D=16),
          lambda s: 4 * s["B"] * s["H"] * s["S"] * s["D"] * 2, lambda s: _attention_flops(s, causal=True),
          Goal(versus=(("SDPA flash", 0.80),), kernels=1)),
+    # backward kernels (tir_passes.differentiate), against torch's own backward of the same forward
+    Case("rmsnorm_backward_fp16_16384x8192", "rmsnorm_backward",
+         lambda s: differentiate(make_rmsnorm(s["N"], "float16"), ["X", "weight"]),
+         ROWS, dict(M=37, N=48), lambda s: 3 * s["M"] * s["N"] * 2, goal=Goal(copy_fraction=0.90),
+         shape_vars=lambda s: {"rows": s["M"]}),
+    Case("layernorm_backward_fp16_16384x8192", "layernorm_backward",
+         lambda s: differentiate(make_layernorm(s["M"], s["N"], "float16"), ["X", "gamma", "beta"]),
+         ROWS, dict(M=37, N=48), lambda s: 3 * s["M"] * s["N"] * 2, goal=Goal(copy_fraction=0.90)),
+    Case("matmul_backward_fp16_4096", "matmul_backward",
+         lambda s: differentiate(make_matmul(s["M"], s["N"], s["K"]), ["A", "B"]),
+         dict(M=4096, N=4096, K=4096), dict(M=67, N=48, K=40),
+         lambda s: 2 * (s["M"] * s["K"] + s["K"] * s["N"]) * 2 + s["M"] * s["N"] * 4,
+         lambda s: 4 * s["M"] * s["N"] * s["K"], Goal(versus=(("cuBLAS (torch autograd)", 0.90),))),
+    Case("attention_backward_fp16_b2h16s2048d128", "attention_backward",
+         lambda s: differentiate(make_attention(s["B"], s["H"], s["S"], s["D"]), ["Q", "K", "V"]),
+         dict(B=2, H=16, S=2048, D=128), dict(B=1, H=2, S=37, D=16),
+         lambda s: 8 * s["B"] * s["H"] * s["S"] * s["D"] * 2, lambda s: 5 * _attention_flops(s, causal=False) // 2,
+         Goal(versus=(("SDPA flash backward", 0.70),))),
 )

@@ -132,6 +132,61 @@ def _sdpa(causal: bool):
     return peers
 
 
+# --- backward programs (tir_passes.differentiate) ---------------------------------------------
+# A backward module takes the forward's inputs it reads, then the output's gradient, then writes the
+# gradients (differentiate's GradientSignature): (inputs..., dY, dX...). The reference is float64
+# autograd of the forward; the peers are torch's own backward of what users run, the forward traced
+# once per set of arguments, so what is timed is the backward alone.
+def _backward_ref(forward, reads: int, unread=lambda *inputs: []):
+    """`unread(*inputs)`: the forward's inputs the backward does not read (their values do not
+    change the gradients, e.g. LayerNorm's beta), made up so that the forward can run."""
+    def reference(args):
+        inputs = [x.requires_grad_() for x in _f64(args)[:reads]]
+        leaves = inputs + [x.requires_grad_() for x in unread(*inputs)]
+        grads = torch.autograd.grad(forward(*leaves), leaves, _f64(args)[reads])
+        return {reads + 1 + k: grad for k, grad in enumerate(grads)}
+    return reference
+
+
+def _autograd_peer(name: str, forward, reads: int, unread=lambda *inputs: []):
+    """{name: the backward of `forward` by torch autograd}, returning the gradients in order."""
+    def peers(device):
+        traced = {}
+
+        def backward(args):
+            key = tuple(a.data_ptr() for a in args[:reads + 1])
+            if key not in traced:
+                inputs = [a.detach().requires_grad_() for a in args[:reads]]
+                leaves = inputs + [x.requires_grad_() for x in unread(*inputs)]
+                traced.clear()
+                traced[key] = (forward(*leaves), leaves)
+            out, leaves = traced[key]
+            return torch.autograd.grad(out, leaves, args[reads].to(out.dtype), retain_graph=True)
+        return {name: backward}
+    return peers
+
+
+def _zero_beta(x, gamma):
+    return [torch.zeros_like(gamma.detach())]
+
+
+def _attention_f64(q, k, v, causal: bool):
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def _flash(q, k, v):
+    if q.device.type != "cuda":
+        return F.scaled_dot_product_attention(q, k, v)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
 PROGRAMS = {
     "softmax": (_softmax_ref, _eager_and_compiled(_softmax, 1)),
     "rmsnorm": (_rmsnorm_ref, _eager_and_compiled(_rmsnorm, 2)),
@@ -142,6 +197,13 @@ PROGRAMS = {
     "attention_scores": (_scores_ref, _eager_and_compiled(_scores, 2)),
     "attention": (lambda args: _attention_ref(args, causal=False), _sdpa(causal=False)),
     "attention_causal": (lambda args: _attention_ref(args, causal=True), _sdpa(causal=True)),
+    "rmsnorm_backward": (_backward_ref(lambda x, w: x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-6) * w, 2),
+                         _autograd_peer("torch autograd", _rmsnorm, 2)),
+    "layernorm_backward": (_backward_ref(_layernorm, 2, _zero_beta), _autograd_peer("torch autograd", _layernorm, 2,
+                                                                                     _zero_beta)),
+    "matmul_backward": (_backward_ref(torch.matmul, 2), _autograd_peer("cuBLAS (torch autograd)", torch.matmul, 2)),
+    "attention_backward": (_backward_ref(lambda q, k, v: _attention_f64(q, k, v, causal=False), 3),
+                           _autograd_peer("SDPA flash backward", _flash, 3)),
 }
 
 

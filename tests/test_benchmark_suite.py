@@ -30,6 +30,17 @@ def test_smoke_runs_every_step_and_everything_is_correct(tmp_path):
     assert "| matmul_fp16_4096 | 1 | descriptors | yes" in (tmp_path / "out" / "section.md").read_text()
 
 
+def test_smoke_run_of_a_backward_case_checks_every_gradient_and_its_peer(tmp_path):
+    """A backward module (tir_passes.differentiate) writes several gradients; the reference is float64
+    autograd, the peer torch's own backward, both returning the gradients in parameter order."""
+    only = {"rmsnorm_backward_fp16_16384x8192"}
+    assert suite.smoke_run(str(tmp_path), only) == 0
+    with open(tmp_path / "out" / "suite.json") as handle:
+        (case,) = json.load(handle)["cases"]
+    assert case["ours"]["ok"] and sorted(case["ours"]["rel_error"]) == ["3", "4"]   # d_X, d_weight
+    assert case["peers"]["torch autograd"]["ok"]
+
+
 def _fake_case(folder, name: str, body: str) -> dict:
     (folder / f"{name}.py").write_text(f"import time\n\n\ndef run(A, B):\n    {body}\n")
     return {"name": name, "program": "transpose", "module": f"{name}.py", "sizes": {}, "shape_vars": {},

@@ -137,3 +137,19 @@ def test_bank_conflict_report(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "32 wavefront(s), ideal 1, 31 conflict(s)" in done.stdout
     assert done.stdout.count("0 conflict(s)") >= 3
+
+
+def test_grad_writes_the_forward_and_its_backward(tmp_path):
+    out = tmp_path / "out"
+    done = cli("grad", os.path.join(EXAMPLES, "rmsnorm.py"), "--wrt", "X,weight", "-o", str(out), "--no-verify")
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(out)) == ["manifest.json", "manifest_rmsnorm_backward.json", "rmsnorm.py",
+                                       "rmsnorm_backward.py", "rmsnorm_backward_tir.py"]
+    assert "BACKWARD = {'module': 'rmsnorm_backward.py'" in (out / "rmsnorm.py").read_text()
+    assert '"autodiff.values"' in (out / "rmsnorm_backward_tir.py").read_text()
+    assert "d_X = drmsnorm/dX, d_weight = drmsnorm/dweight" in done.stdout
+
+
+def test_grad_refuses_what_it_cannot_differentiate_in_one_paragraph():
+    done = cli("grad", os.path.join(EXAMPLES, "cumsum.py"), "--wrt", "A", "-o", "unused")
+    assert_clean_error(done, "block Y (cumsum.py:11): reads Y, which it writes")

@@ -13,6 +13,7 @@ from importlib import import_module
 _EXPORTS = {
     "FrontendError": "tir_passes.errors",
     "LaunchError": "tir_passes.errors",
+    "NotDifferentiableError": "tir_passes.errors",
     "PassError": "tir_passes.errors",
     "TirTritonError": "tir_passes.errors",
     "UnsupportedConstructError": "tir_passes.errors",
@@ -21,6 +22,7 @@ _EXPORTS = {
     "default_pipeline": "tir_passes.pipeline",
     "pass_names": "tir_passes.pipeline",
     "run_pipeline": "tir_passes.pipeline",
+    "differentiate": "tir_passes.passes.autodiff",
 }
 
 __all__ = sorted(_EXPORTS)

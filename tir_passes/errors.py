@@ -24,6 +24,12 @@ class UndefinedBehaviourError(UnsupportedConstructError):
     in a child process): the program has undefined behaviour on that data, no pass is blamed."""
 
 
+class NotDifferentiableError(UnsupportedConstructError):
+    """`tir_passes.differentiate` refuses the program: names the block (or parameter) and why no
+    correct gradient can be written for it (integers, an intrinsic without an adjoint, overlapping
+    writes, an access the adjoint cannot invert)."""
+
+
 class PassError(TirTritonError):
     """A pass raised while rewriting: names the pass, wraps the cause, and points to the input and
     the module the pass was given, with a reproducer."""

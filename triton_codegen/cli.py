@@ -49,6 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--backend", choices=sorted(REGISTERED), default="triton",
                           help="gluon: a thread-bound schedule with shared staging to a Gluon module (GPU only)")
 
+    grad = commands.add_parser("grad", help="differentiate (tir_passes.differentiate) and compile the forward and its "
+                               "backward: both modules, the backward's TVMScript, and a manifest each (docs/autodiff.md)")
+    _add_target(grad)
+    grad.add_argument("--wrt", required=True, metavar="A,B", help="the parameters to differentiate, comma-separated")
+    grad.add_argument("-o", "--out-dir", required=True)
+    grad.add_argument("--dump-dir", help="also write the stage dumps here (the backward's in DUMP_DIR/backward)")
+    grad.add_argument("--no-verify", action="store_true", help="skip the per-pass verification")
+
     verify = commands.add_parser("verify", help="compile with every check, run the kernel against TVM, and compile it for sm_90/sm_80")
     _add_target(verify)
 
@@ -158,6 +166,28 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def cmd_grad(args) -> int:
+    from tir_passes.frontend import load_target
+    from triton_codegen import compile
+
+    mod, name = load_target(args.target)
+    wrt = [item.strip() for item in args.wrt.split(",") if item.strip()]
+    kernel = compile(mod, dump_dir=args.dump_dir, verify=not args.no_verify, gpu=args.gpu, wrt=wrt)
+    os.makedirs(args.out_dir, exist_ok=True)
+    path = kernel.save(args.out_dir)
+    backward = kernel.backward
+    backward_path = os.path.join(args.out_dir, kernel.backward_link.module)
+    tir_path = os.path.join(args.out_dir, f"{backward.name}_tir.py")
+    with open(tir_path, "w") as handle:
+        handle.write(backward.pipeline.input_module["main"].script())   # as differentiate wrote it
+    kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"))
+    backward.write_manifest(os.path.join(args.out_dir, f"manifest_{backward.name}.json"))
+    grads = ", ".join(f"{d} = d{name}/d{x}" for d, x in kernel.backward_link.grads)
+    print(f"wrote {path} ({len(kernel.program.kernels)} kernel(s)), {backward_path} "
+          f"({len(backward.program.kernels)} kernel(s): {grads}), {tir_path} and the manifests")
+    return 0
+
+
 def cmd_verify(args) -> int:
     from triton_codegen import compile
     from triton_codegen.aot import compile_ahead_of_time
@@ -248,7 +278,7 @@ def _gpu_ids(text: str) -> list[int]:
 
 
 COMMANDS = {"passes": cmd_passes, "diff": cmd_diff, "list-passes": cmd_list_passes, "compile": cmd_compile,
-            "verify": cmd_verify, "report": cmd_report, "model": cmd_model, "tune": cmd_tune, "bank-conflicts": cmd_bank_conflicts}
+            "grad": cmd_grad, "verify": cmd_verify, "report": cmd_report, "model": cmd_model, "tune": cmd_tune, "bank-conflicts": cmd_bank_conflicts}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,12 +16,15 @@ import tempfile
 import tvm_ffi
 
 from tir_passes.checks.input_checks import check_input
+from tir_passes.contracts.autodiff import signature
 from tir_passes.errors import VerificationError
 from tir_passes.infra.frontend import as_module
+from tir_passes.passes.autodiff import differentiate
 from tir_passes.pipeline import CHECKS, run_pipeline
 
 from . import loader
 from .backend import Backend, LowerOptions, backend as registered_backend
+from .backward_link import link_for
 from .check import CheckReport
 from .kernel import CompiledKernel, TritonKernel
 
@@ -34,8 +37,12 @@ def structural_hash_hex(func) -> str:
 
 def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | None = None, verify: bool = True,
             gpu: str = "H200", passes=None, disable=(), allow_tf32: bool = False,
-            debug: bool = False, backend: str = "triton") -> CompiledKernel:  # noqa: A001
+            debug: bool = False, backend: str = "triton", wrt=None) -> CompiledKernel:  # noqa: A001
     """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) with a registered backend.
+
+    wrt: parameter names; the backward (`tir_passes.differentiate(func, wrt)`) is compiled too, the
+    same way (its dumps in `dump_dir/backward`), as `kernel.backward`; the module names it, so
+    `as_torch_op` registers its autograd formula and `save` writes both (docs/autodiff.md).
 
     backend="gluon": a thread-bound schedule with shared staging (examples/shared_memory.py) to a
     Gluon module whose shared layouts are BankConflictFreeTiling's (triton_codegen/gluon; GPU only).
@@ -51,11 +58,20 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     # backend can express (an external symbol would be JIT-linked by the numerics reference)
     check_input(mod)
     chosen.check_supported(mod["main"], name)
+    backward = None
+    if wrt is not None:
+        backward_func = differentiate(mod["main"], wrt)
+        backward = compile(backward_func, dump_dir=os.path.join(dump_dir, "backward") if dump_dir else None,
+                           verify=verify, gpu=gpu, passes=passes, disable=disable, allow_tf32=allow_tf32, debug=debug,
+                           backend=backend)
+        link = link_for(signature(backward_func), backward.name)
     pipeline = list(passes) if passes is not None else chosen.pipeline(gpu)
     result = run_pipeline(mod, pipeline, dump_dir=dump_dir, checks=CHECKS if verify else (), disable=disable)
     options = LowerOptions(allow_tf32=allow_tf32, debug=debug)
     kernel = _emit(chosen, result.module, name, structural_hash_hex(mod["main"]),
                    tuple(s.name for s in result.stages), options, result)
+    if backward is not None:
+        kernel = kernel.with_backward(backward, link)
     if dump_dir:
         with open(os.path.join(dump_dir, "tile_program.txt"), "w") as handle:
             handle.write(chosen.describe(kernel.program))

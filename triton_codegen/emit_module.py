@@ -23,6 +23,7 @@ from lowering.rewrites.tile_access import with_tile_accesses
 from lowering.tile_ir import Binary, Const, Expr, Scalar, TileKernel, TileProgram
 
 from . import runtime_support, torch_op_support
+from .backward_link import BackwardLink, backward_literal
 from .configs import config_space
 from .descriptors import DescriptorPlan, plan_descriptors
 from .emit_kernel import HELPERS, emit_kernel, emit_select_combine
@@ -91,7 +92,7 @@ def _outputs_literal(program: TileProgram) -> str:
             f"OUTPUTS = {op_outputs(program)!r}")
 
 
-def _as_torch_op_function(program: TileProgram, src: Source) -> None:
+def _as_torch_op_function(program: TileProgram, src: Source, backward: BackwardLink | None) -> None:
     outputs = op_outputs(program)
     inputs = [p.name for p in program.params if p.name not in outputs]
     mutated = [p.name for p in program.params if p.name not in outputs and p.written]
@@ -100,8 +101,16 @@ def _as_torch_op_function(program: TileProgram, src: Source) -> None:
         src.line(f'"""Register `{program.name}` as the PyTorch op `qualname` ("namespace::name") and return it:')
         src.line(f"op({', '.join(inputs)}) -> {', '.join(outputs) or 'None'}{effect}.")
         src.line("On a GPU it is a torch.library.triton_op (torch.compile traces into the kernels); in Triton's")
-        src.line('interpreter a torch.library.custom_op."""')
-        src.line("return register_torch_op(qualname, PARAMS, OUTPUTS, _prepare, LAUNCHERS, CONFIGS, CHOSEN)")
+        if backward is None:
+            src.line('interpreter a torch.library.custom_op."""')
+            src.line("return register_torch_op(qualname, PARAMS, OUTPUTS, _prepare, LAUNCHERS, CONFIGS, CHOSEN)")
+            return
+        grads = ", ".join(x for _, x in backward.grads)
+        src.line("interpreter a torch.library.custom_op. It trains: the backward module (BACKWARD) is registered")
+        src.line('as `qualname + "_backward"` and attached with torch.library.register_autograd')
+        src.line(f'(gradients of {grads})."""')
+        src.line("op = register_torch_op(qualname, PARAMS, OUTPUTS, _prepare, LAUNCHERS, CONFIGS, CHOSEN)")
+        src.line("return register_backward(op, qualname, PARAMS, OUTPUTS, BACKWARD, __file__)")
 
 
 def _launch_function(kernel: TileKernel, plan: DescriptorPlan | None, src: Source) -> None:
@@ -172,7 +181,7 @@ def _header(program: TileProgram) -> str:
             '"""\n')
 
 
-def emit_module(program: TileProgram) -> str:
+def emit_module(program: TileProgram, backward: BackwardLink | None = None) -> str:
     """The module, in reading order: the kernels and run() first (what a reader came for), then
     under one marker line what run() needs (data, configs, the hand-written runtime, launchers,
     tune, as_torch_op). Names are looked up when called, so run() may come before them; the
@@ -223,7 +232,11 @@ def emit_module(program: TileProgram) -> str:
     _tune_function(src)
     src.line()
     src.line()
-    _as_torch_op_function(program, src)
+    if backward is not None:
+        src.lines(backward_literal(backward))
+        src.line()
+        src.line()
+    _as_torch_op_function(program, src, backward)
     return src.text()
 
 

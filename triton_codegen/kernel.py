@@ -14,8 +14,9 @@ from lowering.printer import format_program
 from tir_passes.errors import FrontendError, LaunchError
 
 from . import loader
+from .backward_link import BackwardLink
 from .configs import config_space
-from .emit_module import VERSION
+from .emit_module import VERSION, emit_module
 from .environment import interpreting
 
 
@@ -44,21 +45,36 @@ class CompiledKernel:
         self.tir = tir_module
         self.pipeline = pipeline_result
         self.check_report = None   # the kernel check compile(verify=True) ran
+        self.backward: CompiledKernel | None = None       # compile(wrt=...): the backward, which as_torch_op attaches
+        self.backward_link: BackwardLink | None = None
         self._path: str | None = None
 
+    def with_backward(self, backward: CompiledKernel, link: BackwardLink) -> CompiledKernel:
+        """This kernel with its module naming `backward` (docs/autodiff.md); a backend that cannot
+        attach one refuses."""
+        raise FrontendError(f"the {self.backend} backend does not attach a backward (compile(wrt=...)): use triton")
+
     def save(self, path: str) -> str:
-        """Write the module (a directory gets `<name>.py`); returns the file written."""
+        """Write the module (a directory gets `<name>.py`), and its backward's beside it when it has
+        one; returns the forward's file."""
         if os.path.isdir(path) or path.endswith(os.sep):
             os.makedirs(path, exist_ok=True)
             path = os.path.join(path, f"{loader.file_stem(self.name)}.py")
-        try:
-            with open(path, "w") as handle:
-                handle.write(self.source)
-        except OSError as err:
-            raise FrontendError(f"cannot write {path}: {err.strerror or err}") from None
+        files = [(path, self.source)]
+        if self.backward is not None:
+            files.append((os.path.join(os.path.dirname(path), self.backward_link.module), self.backward.source))
+        for file_path, text in files:
+            try:
+                with open(file_path, "w") as handle:
+                    handle.write(text)
+            except OSError as err:
+                raise FrontendError(f"cannot write {file_path}: {err.strerror or err}") from None
         return path
 
     def module_file(self) -> str:
+        if self._path is None and self.backward is not None:
+            self._path = loader.module_pair_path(self.source, self.name, self.backward.source,
+                                                 self.backward_link.module)
         if self._path is None:
             self._path = loader.module_path(self.source, self.name)
         return self._path
@@ -126,6 +142,11 @@ class TritonKernel(CompiledKernel):
     @property
     def tile_ir(self) -> str:
         return format_program(self.program)
+
+    def with_backward(self, backward: CompiledKernel, link: BackwardLink) -> TritonKernel:
+        kernel = TritonKernel(self.name, emit_module(self.program, link), self.program, self.tir, self.pipeline)
+        kernel.backward, kernel.backward_link = backward, link
+        return kernel
 
     def kernels_manifest(self) -> list[dict]:
         return [{"name": k.name, "blocks": list(k.source_blocks), "block_sizes": k.block_sizes,

@@ -64,6 +64,19 @@ def write_atomically(path: str, text: str) -> None:
         raise
 
 
+def module_pair_path(source: str, name: str, backward_source: str, backward_file: str) -> str:
+    """A module and its backward, `<name>.py` and `backward_file` in one folder of their own (the
+    forward imports the backward from beside itself); returns the forward's path."""
+    digest = hashlib.sha256((source + backward_source).encode()).hexdigest()[:12]
+    folder = os.path.join(_CACHE_DIR, f"{file_stem(name)}_{digest}")
+    os.makedirs(folder, exist_ok=True)
+    for file_name, text in ((f"{file_stem(name)}.py", source), (backward_file, backward_source)):
+        path = os.path.join(folder, file_name)
+        if _content(path) != text:
+            write_atomically(path, text)
+    return os.path.join(folder, f"{file_stem(name)}.py")
+
+
 def triton_library_interpreted() -> bool:
     """Triton binds its own @jit helpers (tl.sum, tl.cdiv) to one mode when it is imported: the
     interpreter needs them interpreted, ahead-of-time compiles need them compiled."""

@@ -15,8 +15,17 @@ Compiled Triton (a GPU): `torch.library.triton_op`, each kernel launched through
 `torch.library.wrap_triton`, so `torch.compile` traces into the kernels (no graph break, inductor
 sees and launches them). Triton's interpreter (CPU): `torch.library.custom_op`, the kernels run in
 the interpreter; compiled graphs call the op as one opaque node.
+A module compiled with its backward (`compile(func, wrt=...)`) names it in BACKWARD: the file of
+the backward's module beside this one, which forward parameters it reads (saved by the op's
+setup_context: inputs, and outputs the forward returns), and which of its parameters are the
+output gradients and the input gradients. `register_backward` imports that module in this module's
+mode, registers it as the op `qualname + "_backward"` and attaches it with
+`torch.library.register_autograd`, so the op trains, under torch.compile too (the backward op has
+its fake implementation like any other).
 Assumes: torch >= 2.6 (wrap_triton); the module's mode (`_INTERPRETED`) is fixed at import.
 """
+
+import os
 
 import torch
 
@@ -64,6 +73,68 @@ def register_torch_op(qualname, params, outputs, prepare, launchers, configs, ch
     op = torch.library.custom_op(qualname, interpreted, mutates_args=mutated)
     op.register_fake(fake)
     return op
+
+
+def register_backward(op, qualname, params, outputs, backward, module_file):
+    """Attach the backward module named in `backward` (BACKWARD) to `op` as its autograd formula;
+    return `op`. Gradients come back for the parameters `backward["grads"]` names, None for the
+    other arguments."""
+    if backward is None:
+        return op
+    backward_op = _import_backward(module_file, backward["module"]).as_torch_op(qualname + "_backward")
+    arguments = tuple(p[0] for p in params if p[0] not in outputs)
+    reads = tuple(backward["reads"])
+    tensors = tuple(name for name in reads if _is_buffer(params, name))
+
+    def setup_context(ctx, inputs, output):
+        values = dict(zip(arguments, inputs))
+        values.update(zip(outputs, output if isinstance(output, tuple) else (output,)))
+        ctx.save_for_backward(*(values[name] for name in tensors))
+        ctx.scalars = {name: values[name] for name in reads if name not in tensors}
+
+    def differentiate(ctx, *grads):
+        values = dict(zip(tensors, ctx.saved_tensors))
+        values.update(ctx.scalars)
+        incoming = dict(zip(outputs, grads))
+        result = backward_op(*(values[name] for name in reads),
+                             *(incoming[output].contiguous() for _, output in backward["output_grads"]))
+        result = result if isinstance(result, tuple) else (result,)
+        by_input = {name: grad for (_, name), grad in zip(backward["grads"], result)}
+        return tuple(by_input.get(name) for name in arguments)
+
+    torch.library.register_autograd(qualname, differentiate, setup_context=setup_context)
+    return op
+
+
+def _is_buffer(params, name):
+    return next(p[1] for p in params if p[0] == name) == "buffer"
+
+
+def _import_backward(module_file, file_name):
+    """The backward's module, beside this one, imported in this module's Triton mode."""
+    import importlib.util
+    import sys
+
+    path = os.path.join(os.path.dirname(os.path.abspath(module_file)), file_name)
+    if not os.path.exists(path):
+        raise LaunchError(f"the backward's module {file_name} is not beside {os.path.basename(module_file)}: save "
+                          "both (kernel.save writes them together)")
+    key = f"tir_triton_backward_{'interp' if _INTERPRETED else 'gpu'}_{path}"
+    if key in sys.modules:
+        return sys.modules[key]
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if _INTERPRETED else "0"
+    try:
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    finally:
+        if previous is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = previous
+    return module
 
 
 def _check_qualname(qualname):

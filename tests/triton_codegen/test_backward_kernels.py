@@ -1,0 +1,110 @@
+"""The backward of every example with float inputs, compiled like any program (the pipeline, its
+checks, the kernel in Triton's interpreter) and compared with torch autograd (fp32, rel. 1e-3)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import compile_and_check
+from tir_passes import differentiate
+from tir_passes.contracts.autodiff import signature
+from triton_codegen import compile
+
+M, N, K = 5, 7, 3
+
+
+def gelu(x):
+    return x * 0.5 * (1 + torch.erf(x * 0.7071067811865476))
+
+
+def conv2d_nhwc_reference(x, w):
+    return F.conv2d(x.permute(0, 3, 1, 2), w.permute(3, 2, 0, 1), padding=1).permute(0, 2, 3, 1)
+
+
+def _examples():
+    import attention
+    import batch_matmul
+    import bias_gelu_residual
+    import conv2d_nhwc
+    import elementwise
+    import layernorm
+    import layernorm_moments
+    import matmul
+    import matmul_bias_gelu
+    import max_pool2d
+    import rmsnorm
+    import softmax
+    import transpose
+
+    ln = lambda x, g, b: torch.nn.functional.layer_norm(x, (N,), g, b, 1e-5)  # noqa: E731
+    return {  # name: (program, torch reference, input shapes)
+        "softmax": (softmax.make_softmax(M, N), lambda a: torch.softmax(a, -1), [(M, N)]),
+        "layernorm": (layernorm.make_layernorm(M, N), ln, [(M, N), (N,), (N,)]),
+        "layernorm_moments": (layernorm_moments.make_layernorm_moments(M, N), ln, [(M, N), (N,), (N,)]),
+        "rmsnorm": (rmsnorm.make_rmsnorm(N), lambda x, w: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w,
+                    [(M, N), (N,)]),
+        "matmul": (matmul.make_matmul(M, N, K, "float32", "float32"), lambda a, b: a @ b, [(M, K), (K, N)]),
+        "batch_matmul": (batch_matmul.make_batch_matmul(2, M, N, K, "float32"), lambda a, b: a @ b,
+                         [(2, M, K), (2, K, N)]),
+        "matmul_bias_gelu": (matmul_bias_gelu.make_matmul_bias_gelu(M, N, K, "float32"),
+                             lambda a, b, bias: gelu(a @ b + bias), [(M, K), (K, N), (N,)]),
+        "elementwise": (elementwise.make_scale_shift_relu(M, N),
+                        lambda x, s, h: torch.maximum(x * s + h[:, None], torch.zeros(())) * x, [(M, N), (N,), (M,)]),
+        "bias_gelu_residual": (bias_gelu_residual.make_bias_gelu_residual(M, N, "float32"),
+                               lambda x, b, r: gelu(x + b) + r, [(M, N), (N,), (M, N)]),
+        "transpose": (transpose.make_transpose(M, N), lambda a: a.T, [(M, N)]),
+        "attention": (attention.make_attention(1, 2, 5, 4, dtype="float32"),
+                      torch.nn.functional.scaled_dot_product_attention, [(1, 2, 5, 4)] * 3),
+        # windows: the adjoint of an overlapping read is a gather over the window (read_inversion.py)
+        "conv2d_nhwc": (conv2d_nhwc.make_conv2d_nhwc(1, 4, 5, 3, 2, "float32"), conv2d_nhwc_reference,
+                        [(1, 4, 5, 3), (3, 3, 3, 2)]),
+        # the backward reads the forward's output (the maxima): saved, passed in
+        "max_pool2d": (max_pool2d.make_max_pool2d(1, 2, 7, 6), lambda x: F.max_pool2d(x, 3, 2), [(1, 2, 7, 6)]),
+    }
+
+
+EXAMPLES = _examples()
+# every per-pass check and the kernel check (and, for matmul's tl.dots, the sm_90/sm_80 compiles); the others
+# compile unchecked, the kernel against torch alone (the suite's time)
+FULLY_CHECKED = {"softmax": False, "matmul": True}
+
+
+def torch_reference(reference, inputs: list, grad_seed: int = 1):
+    leaves = [x.clone().requires_grad_() for x in inputs]
+    out = reference(*leaves)
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(grad_seed))
+    out.backward(grad)
+    return out.detach().contiguous(), grad, [leaf.grad for leaf in leaves]
+
+
+def run_backward(kernel, backward, names: list, inputs: list, grad, outputs: dict) -> dict:
+    sig = signature(backward)
+    by_name = {**dict(zip(names, inputs)), **outputs}   # a saved forward output is passed in too
+    grads = {d: torch.empty_like(by_name[x]) for d, x in sig.grads}
+    kernel(*[by_name[r] for r in sig.reads], grad.contiguous(), *grads.values())
+    return {x: grads[d] for d, x in sig.grads}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_backward_of_each_example_matches_torch_autograd(name):
+    func, reference, shapes = EXAMPLES[name]
+    names = [p.name for p in func.params[:len(shapes)]]
+    backward = differentiate(func, names)
+    if name in FULLY_CHECKED:
+        kernel = compile_and_check(backward, aot=FULLY_CHECKED[name])
+    else:
+        kernel = compile(backward, verify=False)
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(shape, generator=generator) for shape in shapes]
+    out, grad, expected = torch_reference(reference, inputs)
+    ours = run_backward(kernel, backward, names, inputs, grad, {func.params[-1].name: out})
+    for param, value in zip(names, expected):
+        scale = value.abs().max().clamp_min(1e-6)
+        error = ((ours[param] - value).abs().max() / scale).item()
+        assert error <= 1e-3, f"{name}: d{param} differs from torch autograd by {error:.2e} (relative)"
+
+
+def test_matmul_backward_is_two_tl_dots():
+    func, _, _ = EXAMPLES["matmul"]
+    kernel = compile(differentiate(func, ["A", "B"]), verify=False)
+    assert len(kernel.program.kernels) == 2 and kernel.tile_ir.count("= dot(") == 2

@@ -1,0 +1,71 @@
+"""What the differentiation decided, typed, on the backward PrimFunc's root block.
+
+  root annotation "autodiff.values"     ForwardValue per forward buffer the backward reads: passed in
+                                         (an input), saved (an output of the forward, kept by the op's
+                                         setup_context) or recomputed (an intermediate, its blocks
+                                         copied into the backward), with the reason
+  root annotation "autodiff.signature"  GradientSignature: which backward parameter is which: the
+                                         forward parameters it reads, the gradient of each forward
+                                         output it takes, the gradient of each `wrt` it writes
+
+`differentiate` is the only writer (`write_records`); `triton_codegen` (the op's autograd
+registration, the CLI) and the dump's readers read them with `forward_values` and `signature`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm import s_tir
+
+from ..errors import NotDifferentiableError
+
+VALUES_KEY, SIGNATURE_KEY = "autodiff.values", "autodiff.signature"
+INPUT, SAVED, RECOMPUTED = "input", "saved", "recomputed"
+
+
+@dataclass(frozen=True)
+class ForwardValue:
+    buffer: str
+    decision: str            # INPUT, SAVED or RECOMPUTED
+    blocks: tuple[str, ...]  # RECOMPUTED: the forward blocks copied into the backward, in order
+    reason: str
+
+
+@dataclass(frozen=True)
+class GradientSignature:
+    forward: str                               # the forward PrimFunc's name
+    reads: tuple[str, ...]                     # forward parameters, passed in this order first
+    output_grads: tuple[tuple[str, str], ...]  # (backward parameter, forward output) it takes
+    grads: tuple[tuple[str, str], ...]         # (backward parameter, forward input) it writes
+
+
+def write_records(block: s_tir.SBlock, values: list[ForwardValue], sig: GradientSignature) -> dict:
+    """The root block's annotations with both records added."""
+    annotations = dict(block.annotations.items())
+    annotations[VALUES_KEY] = [{"buffer": v.buffer, "decision": v.decision, "blocks": list(v.blocks),
+                                "reason": v.reason} for v in values]
+    annotations[SIGNATURE_KEY] = {"forward": sig.forward, "reads": list(sig.reads),
+                                  "output_grads": [list(pair) for pair in sig.output_grads],
+                                  "grads": [list(pair) for pair in sig.grads]}
+    return annotations
+
+
+def forward_values(func) -> tuple[ForwardValue, ...]:
+    raw = _root_annotation(func, VALUES_KEY)
+    return tuple(ForwardValue(str(v["buffer"]), str(v["decision"]), tuple(str(b) for b in v["blocks"]),
+                              str(v["reason"])) for v in raw)
+
+
+def signature(func) -> GradientSignature:
+    raw = _root_annotation(func, SIGNATURE_KEY)
+    return GradientSignature(str(raw["forward"]), tuple(str(r) for r in raw["reads"]),
+                             tuple((str(a), str(b)) for a, b in raw["output_grads"]),
+                             tuple((str(a), str(b)) for a, b in raw["grads"]))
+
+
+def _root_annotation(func, key: str):
+    raw = func.body.block.annotations.get(key)
+    if raw is None:
+        raise NotDifferentiableError(f'PrimFunc has no "{key}" record: it was not made by tir_passes.differentiate')
+    return raw

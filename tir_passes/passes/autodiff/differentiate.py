@@ -1,0 +1,333 @@
+"""differentiate(func, wrt): the backward PrimFunc of an S-TIR program, itself S-TIR (reverse mode
+over blocks).
+
+What it writes: a PrimFunc `<name>_backward` whose parameters are the forward parameters it reads,
+then `d_<Y>` for each float output Y that depends on `wrt` (the gradient flowing in), then
+`d_<X>` for each X in `wrt` (the gradients it writes, in X's dtype). Its body:
+  1. the forward blocks that write the intermediates the adjoints read, copied (recomputed);
+  2. for each forward block, last first, whose output has a gradient:
+     - the gradient of its output: the sum of the contributions its readers made (one block),
+       or the one contribution, or the output gradient passed in;
+     - max/min reductions: a block counting the ties with the result (the gradient is shared
+       evenly among them, as torch.amax / torch.amin do);
+     - per buffer it reads (each distinct index): a contribution block over the block's domain,
+       `C[idx] (+)= upstream * d value / d read`, reducing over the variables `idx` does not
+       use. A contraction's contribution is again a contraction (dA = dC·Bᵀ), which Tiling turns
+       into a tl.dot like the forward's.
+  3. `d_<X>` from X's contributions.
+What was passed in, saved or recomputed is recorded on the root block (tir_passes/contracts/autodiff.py).
+Why: the backward is a program like any other: the pipeline fuses, tiles, dumps and verifies it,
+and TVM's llvm build of it is the numerics reference.
+Assumes: forward.py's program shape (one block per nest, each element written once); a read's
+indices are one iteration variable per axis (a gather, a window or a convolution would need a
+scatter-add and is refused), and nothing here is approximate: a program it cannot differentiate
+exactly is refused (NotDifferentiableError) naming the block and the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm import tirx
+
+from ...contracts.autodiff import INPUT, RECOMPUTED, SAVED, ForwardValue, GradientSignature, write_records
+from ...errors import NotDifferentiableError
+from .adjoint_rules import Partials, dtype_of, is_float
+from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
+from .forward import MAX, MIN, SUM, ForwardBlock, ForwardProgram, read_forward
+from .read_inversion import invert_read
+
+
+@dataclass(frozen=True)
+class _Contribution:
+    """`value` (over `block`'s variables) added to the read buffer at `indices`, over `iter_vars`."""
+    block: ForwardBlock
+    iter_vars: tuple
+    buffer: object           # the buffer read (whose gradient this adds to)
+    indices: tuple
+    value: object
+
+
+def differentiate(func: tirx.PrimFunc, wrt, *, name: str | None = None) -> tirx.PrimFunc:
+    """The backward of `func` with respect to the parameters named in `wrt` (see the module doc)."""
+    forward = read_forward(func)
+    targets = _targets(forward, [wrt] if isinstance(wrt, str) else list(wrt))
+    return _Backward(forward, targets, name or f"{forward.name}_backward").build()
+
+
+def _targets(forward: ForwardProgram, wrt: list) -> list:
+    if not wrt:
+        raise NotDifferentiableError(f"PrimFunc {forward.name}: wrt names no parameter")
+    by_name = {p.name: p for p in forward.func.params}
+    targets = []
+    for name in wrt:
+        param = by_name.get(name)
+        if param is None:
+            raise NotDifferentiableError(f"PrimFunc {forward.name}: wrt names {name!r}, which is not a parameter "
+                                         f"(parameters: {', '.join(by_name)})")
+        if not tirx.is_buffer_var(param) or not is_float(param.dtype):
+            what = "a scalar" if not tirx.is_buffer_var(param) else f"of dtype {param.dtype}"
+            raise NotDifferentiableError(f"PrimFunc {forward.name}: parameter {name} is {what}; gradients are taken "
+                                         "with respect to float buffers")
+        if any(param.same_as(o) for o in forward.outputs):
+            raise NotDifferentiableError(f"PrimFunc {forward.name}: parameter {name} is written by "
+                                         f"{forward.writer(param).where()}; gradients are taken with respect to inputs")
+        if any(param.same_as(t) for t in targets):
+            raise NotDifferentiableError(f"PrimFunc {forward.name}: wrt names {name} twice")
+        targets.append(param)
+    return targets
+
+
+def _accumulation_dtype(forward: ForwardProgram) -> str:
+    buffers = [p for p in forward.func.params if tirx.is_buffer_var(p)] + [b.output for b in forward.blocks]
+    return "float64" if any(b.dtype == "float64" for b in buffers) else "float32"
+
+
+def _active_buffers(forward: ForwardProgram, targets: list) -> set:
+    """Handles of the buffers whose values depend on a target; refuses integers on the way."""
+    active = {t.__chandle__() for t in targets}
+    for block in forward.blocks:
+        reads = loads_in(block.value) + (loads_in(block.init) if block.init is not None else [])
+        if not any(load.source.__chandle__() in active for load in reads):
+            continue
+        if not is_float(block.output.dtype):
+            raise NotDifferentiableError(f"{block.where()}: writes {block.output.name} ({block.output.dtype}) from "
+                                         "values that depend on the differentiated inputs; no gradient flows "
+                                         "through integers")
+        active.add(block.output.__chandle__())
+    return active
+
+
+class _Backward:
+    def __init__(self, forward: ForwardProgram, targets: list, name: str):
+        self.forward, self.targets, self.name = forward, targets, name
+        self.acc = _accumulation_dtype(forward)
+        self.active = _active_buffers(forward, targets)
+        self.terms: dict = {}          # buffer handle -> [gradient buffer passed in | _Contribution]
+        self.statements: list = []     # the adjoint nests, in order
+        self.allocs: list = []
+        self.made: set = set()         # handles of the buffers the backward itself declares
+        self.taken = {p.name for p in forward.func.params} | {b.output.name for b in forward.blocks} \
+            | {b.name for b in forward.blocks}
+
+    def build(self) -> tirx.PrimFunc:
+        output_grads = self._output_gradients()
+        for block in reversed(self.forward.blocks):
+            if block.output.__chandle__() in self.active:
+                upstream = self._assemble(block.output)
+                if upstream is not None:
+                    self._differentiate_block(block, upstream)
+        grads = [(self._declare(f"d_{x.name}", x.shape, x.dtype), x) for x in self.targets]
+        for param, target in grads:
+            self._write_gradient(target, param)
+        recomputed, values = self._forward_values()
+        read = self._forward_reads([b.stmt for b in recomputed] + self.statements)
+        reads = [p for p in self.forward.func.params if not tirx.is_buffer_var(p) or p.__chandle__() in read]
+        signature = GradientSignature(self.forward.name, tuple(p.name for p in reads),
+                                      tuple((d.name, y.name) for d, y in output_grads),
+                                      tuple((d.name, x.name) for d, x in grads))
+        root_annotations = write_records(self.forward.func.body.block, values, signature)
+        allocs = _recomputed_buffers(self.forward, recomputed) + self.allocs
+        params = reads + [d for d, _ in output_grads] + [d for d, _ in grads]
+        return function(self.name, params, [b.stmt for b in recomputed] + self.statements, allocs,
+                        root_annotations)
+
+    # --- gradients in and out ---
+    def _output_gradients(self) -> list:
+        pairs = []
+        for out in self.forward.outputs:
+            if tirx.is_buffer_var(out) and out.__chandle__() in self.active:
+                grad = self._declare(f"d_{out.name}", out.shape, out.dtype)
+                self.terms[out.__chandle__()] = [grad]
+                pairs.append((grad, out))
+        if not pairs:
+            names = ", ".join(t.name for t in self.targets)
+            raise NotDifferentiableError(f"PrimFunc {self.forward.name}: no float output depends on {names}")
+        return pairs
+
+    def _write_gradient(self, target, param) -> None:
+        terms = self.terms.get(target.__chandle__(), [])
+        if len(terms) == 1 and isinstance(terms[0], _Contribution) and param.dtype == self.acc:
+            self._materialize(terms[0], param)
+            return
+        sources = [self._as_buffer(term, f"d_{target.name}_{k}", target) for k, term in enumerate(terms)]
+        domain = domain_of(target)
+        indices = [iv.var for iv in domain]
+        total = _sum([self._read(s, indices) for s in sources]) if sources else tirx.const(0.0, self.acc)
+        self.statements.append(nest(self._unique(f"{param.name}_total"), domain, set(),
+                                    tirx.Cast(param.dtype, total) if param.dtype != self.acc else total,
+                                    indices, param))
+
+    def _assemble(self, buffer):
+        """The buffer holding `buffer`'s gradient (None: nothing depends on it)."""
+        terms = self.terms.get(buffer.__chandle__(), [])
+        if not terms:
+            return None
+        if len(terms) == 1:
+            return self._as_buffer(terms[0], f"d_{buffer.name}", buffer)
+        sources = [self._as_buffer(term, f"d_{buffer.name}_{k}", buffer) for k, term in enumerate(terms)]
+        total = self._declare(f"d_{buffer.name}", buffer.shape, self.acc, alloc=True)
+        domain = domain_of(buffer)
+        indices = [iv.var for iv in domain]
+        self.statements.append(nest(self._unique(f"{total.name}_total"), domain, set(),
+                                    _sum([self._read(s, indices) for s in sources]), indices, total))
+        return total
+
+    def _as_buffer(self, term, name: str, like):
+        if not isinstance(term, _Contribution):
+            return term
+        target = self._declare(name, like.shape, self.acc, alloc=True)
+        self._materialize(term, target)
+        return target
+
+    def _materialize(self, term: _Contribution, target) -> None:
+        """The contribution's block over the target's elements (read_inversion.py): its loops in the
+        target's axis order, then those it reduces over (spatial loops leading, as LoopFusion needs)."""
+        inversion = invert_read(term.iter_vars, term.indices, target.shape, term.block.where(), term.buffer.name)
+        value = substitute(term.value, inversion.mapping)
+        if inversion.condition is not None:
+            value = tirx.if_then_else(inversion.condition, value, tirx.const(0.0, dtype_of(value)))
+        name = self._unique(f"{target.name}_from_{term.block.name}")
+        self.statements.append(nest(name, inversion.domain, inversion.reduce, value, inversion.indices, target))
+
+    # --- one forward block ---
+    def _differentiate_block(self, block: ForwardBlock, upstream) -> None:
+        partials = Partials(self.acc, block.where())
+        gradient = self._read(upstream, block.out_indices)
+        if block.kind in (MAX, MIN):
+            gradient = self._share_among_ties(block, gradient)
+        for load in self._active_reads(block, block.value):
+            partial = _partial(partials, block.value, load)
+            if partial is not None:
+                self._add_term(load, _Contribution(block, block.iter_vars, load.source, tuple(load.indices),
+                                                   partials.mul(gradient, partial)))
+        if block.init is None:
+            return
+        spatial = tuple(iv for iv in block.iter_vars if iv.iter_type == tirx.IterVar.DataPar)
+        for load in self._active_reads(block, block.init):
+            if block.kind != SUM:
+                raise NotDifferentiableError(f"{block.where()}: the T.init of a {block.kind} reduction reads "
+                                             f"{load.source.name}, which depends on the differentiated inputs")
+            partial = _partial(partials, block.init, load)
+            if partial is not None:
+                value = partials.mul(self._read(upstream, block.out_indices), partial)
+                self._add_term(load, _Contribution(block, spatial, load.source, tuple(load.indices), value))
+
+    def _share_among_ties(self, block: ForwardBlock, gradient):
+        """max/min: every element equal to the result gets gradient / (how many are equal)."""
+        result = tirx.BufferLoad(block.output, list(block.out_indices))
+        tie = block.value == result
+        count = self._declare(f"{block.output.name}_ties", block.output.shape, self.acc, alloc=True)
+        one, zero = tirx.const(1.0, self.acc), tirx.const(0.0, self.acc)
+        self.statements.append(nest(self._unique(f"{block.name}_ties"), list(block.iter_vars),
+                                    {v.__chandle__() for v in block.reduce_vars()}, tirx.Select(tie, one, zero),
+                                    block.out_indices, count))
+        return tirx.Select(tie, gradient / tirx.BufferLoad(count, list(block.out_indices)), zero)
+
+    def _active_reads(self, block: ForwardBlock, expr) -> list:
+        distinct = {}
+        for load in loads_in(expr):
+            if load.source.__chandle__() in self.active and is_float(dtype_of(load)):
+                distinct.setdefault(load_key(load), load)
+        return list(distinct.values())
+
+    def _add_term(self, load, term: _Contribution) -> None:
+        self.terms.setdefault(load.source.__chandle__(), []).append(term)
+
+    # --- what the backward reads of the forward ---
+    def _forward_values(self):
+        """The forward blocks to recompute (in program order) and the record of every forward
+        buffer the backward reads."""
+        needed, work = set(), self._forward_reads(self.statements)
+        while work:
+            handle = work.pop()
+            block = next((b for b in self.forward.blocks if b.output.__chandle__() == handle), None)
+            if handle in needed or block is None or self._is_param(block.output):
+                continue
+            needed.add(handle)
+            work |= self._forward_reads([block.stmt])
+        recomputed = _distinct_nests([b for b in self.forward.blocks if b.output.__chandle__() in needed])
+        for block in recomputed:
+            written = next((b for b in self.forward.blocks if b.stmt.same_as(block.stmt) and self._is_param(b.output)),
+                           None)
+            if written is not None:
+                raise NotDifferentiableError(f"{block.where()}: recomputing {block.output.name} would write the "
+                                             f"output {written.output.name} too (one block writes both); write them "
+                                             "in separate blocks")
+        read = self._forward_reads([b.stmt for b in recomputed] + self.statements)
+        values = []
+        for param in self.forward.func.params:
+            if tirx.is_buffer_var(param) and param.__chandle__() in read:
+                written = self._is_output(param)
+                values.append(ForwardValue(param.name, SAVED if written else INPUT, (),
+                                           "an output of the forward, saved and passed in" if written
+                                           else "an input of the forward, passed in"))
+        for buffer in _recomputed_buffers(self.forward, recomputed):
+            values.append(ForwardValue(buffer.name, RECOMPUTED, (self.forward.writer(buffer).name,),
+                                       "an intermediate of the forward (not one of its outputs): its block is "
+                                       "copied into the backward"))
+        return recomputed, values
+
+    def _forward_reads(self, statements: list) -> set:
+        handles = set()
+        for stmt in statements:
+            for load in loads_in(stmt):
+                if load.source.__chandle__() not in self.made:
+                    handles.add(load.source.__chandle__())
+        return handles
+
+    def _is_param(self, buffer) -> bool:
+        return any(buffer.same_as(p) for p in self.forward.func.params)
+
+    def _is_output(self, buffer) -> bool:
+        return any(buffer.same_as(o) for o in self.forward.outputs)
+
+    # --- small helpers ---
+    def _read(self, buffer, indices):
+        load = tirx.BufferLoad(buffer, list(indices))
+        return load if buffer.dtype == self.acc else tirx.Cast(self.acc, load)
+
+    def _declare(self, name: str, shape, dtype: str, alloc: bool = False):
+        buffer = tirx.decl_buffer(shape, dtype, self._unique(name), layout=None)
+        self.made.add(buffer.__chandle__())
+        if alloc:
+            self.allocs.append(buffer)
+        return buffer
+
+    def _unique(self, name: str) -> str:
+        candidate, n = name, 1
+        while candidate in self.taken:
+            candidate, n = f"{name}_{n}", n + 1
+        self.taken.add(candidate)
+        return candidate
+
+
+def _distinct_nests(blocks: list) -> list:
+    """One ForwardBlock per nest: a block writing several buffers is copied once."""
+    kept = []
+    for block in blocks:
+        if not any(k.stmt.same_as(block.stmt) for k in kept):
+            kept.append(block)
+    return kept
+
+
+def _recomputed_buffers(forward: ForwardProgram, recomputed: list) -> list:
+    """Every intermediate the recomputed nests write (all of a multi-store block's outputs)."""
+    return [b.output for b in forward.blocks if any(b.stmt.same_as(r.stmt) for r in recomputed)
+            and not any(b.output.same_as(p) for p in forward.func.params)]
+
+
+def _partial(partials: Partials, expr, load):
+    """d expr / d load, with the load's value where the derivative needs it."""
+    placeholder = tirx.Var(f"{load.source.name}_value", dtype_of(load))
+    derivative = partials.d(replace_loads(expr, {load_key(load): placeholder}), placeholder)
+    if derivative is None:
+        return None
+    return substitute(derivative, {placeholder.__chandle__(): load})
+
+
+def _sum(values: list):
+    total = values[0]
+    for value in values[1:]:
+        total = total + value
+    return total

@@ -1,0 +1,208 @@
+"""The forward program as differentiation reads it: its blocks in program order, each a typed
+`ForwardBlock` (the buffer it writes, its domain, the value it stores or accumulates).
+
+Why: reverse mode walks the blocks backwards and asks each the same questions (what does it
+write, at which index, from what); reading them once, with every refusal here, keeps the rules
+and the builder free of TIR pattern matching.
+Assumes: the program as users write it (unscheduled S-TIR): every block alone under loops that
+bind its iteration variables one to one from 0, writing one buffer at its spatial variables.
+Anything else is refused with the block's name and the reason (NotDifferentiableError).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from ...errors import NotDifferentiableError
+from ...infra.pass_util import root_block, source_line, top_level_statements
+
+SPATIAL, SUM, MAX, MIN = "spatial", "sum", "max", "min"
+
+
+@dataclass(frozen=True)
+class ForwardBlock:
+    name: str
+    stmt: tirx.Stmt          # the whole loop nest, copied when the backward recomputes it
+    iter_vars: tuple         # tirx.IterVar, the block's domain
+    kind: str                # SPATIAL, SUM, MAX or MIN
+    output: object           # the buffer Var written
+    out_indices: tuple       # the iteration Vars it is written at (one per axis)
+    value: object            # SPATIAL: the stored value; reductions: the term folded in
+    init: object | None      # reductions: the T.init value
+
+    def reduce_vars(self) -> tuple:
+        return tuple(iv.var for iv in self.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
+
+    def where(self) -> str:
+        line = source_line(self.stmt)
+        return f"block {self.name}" + (f" ({line})" if line else "")
+
+
+@dataclass(frozen=True)
+class ForwardProgram:
+    func: tirx.PrimFunc
+    name: str
+    inputs: tuple            # parameters no block writes (buffer Vars and scalars)
+    outputs: tuple           # parameters a block writes
+    blocks: tuple            # ForwardBlock, in program order
+
+    def writer(self, buffer) -> ForwardBlock | None:
+        return next((b for b in self.blocks if b.output.same_as(buffer)), None)
+
+
+def read_forward(func: tirx.PrimFunc) -> ForwardProgram:
+    name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "main"
+    if root_block(func).init is not None or not isinstance(func.body, s_tir.SBlockRealize):
+        raise NotDifferentiableError(f"PrimFunc {name}: expected an S-TIR function (@T.prim_func(s_tir=True))")
+    blocks = tuple(block for stmt in top_level_statements(func) for block in _read_nest(stmt, name))
+    _check_single_writers(blocks, name)
+    written = [b.output for b in blocks]
+    outputs = tuple(p for p in func.params if any(p.same_as(w) for w in written))
+    inputs = tuple(p for p in func.params if not any(p.same_as(o) for o in outputs))
+    _check_read_after_written(blocks)
+    return ForwardProgram(func, name, inputs, outputs, blocks)
+
+
+def _read_nest(stmt, func_name: str) -> list:
+    """The nest's block as one ForwardBlock per buffer it writes (a block folding several
+    reductions, such as a sum and a sum of squares, is several independent ones)."""
+    loops = []
+    while isinstance(stmt, tirx.For):
+        loops.append(stmt)
+        stmt = stmt.body
+    if not isinstance(stmt, s_tir.SBlockRealize):
+        what = "several statements under shared loops" if isinstance(stmt, tirx.SeqStmt) else type(stmt).__name__
+        where = source_line(loops[0]) if loops else None
+        raise NotDifferentiableError(f"PrimFunc {func_name}{f' ({where})' if where else ''}: a loop nest holds {what}; "
+                                     "differentiate the program before it is scheduled (one block per loop nest)")
+    top = loops[0] if loops else stmt
+    block = stmt.block
+    where = f"block {block.name_hint}" + (f" ({source_line(top)})" if source_line(top) else "")
+    _check_bindings(stmt, loops, where)
+    if block.alloc_buffers or block.match_buffers:
+        raise NotDifferentiableError(f"{where}: allocates buffers inside the block; declare them at the root")
+    stores = _stores(block.body, where)
+    inits = _stores(block.init, where) if block.init is not None else []
+    read_blocks = []
+    for store in stores:
+        out_indices = _plain_indices(block, store, where)
+        kind, value = _kind_and_value(block, store, where)
+        for other in stores:
+            if other is not store and _reads(value, other.buffer):
+                raise NotDifferentiableError(f"{where}: the value stored in {store.buffer.name} reads "
+                                             f"{other.buffer.name}, which the same block writes")
+        init = None
+        if kind != SPATIAL:
+            init = next((i.value for i in inits if i.buffer.same_as(store.buffer)), None)
+            if init is None:
+                raise NotDifferentiableError(f"{where}: a reduction without T.init of {store.buffer.name} accumulates "
+                                             "into what it held before, which the adjoint cannot see")
+        read_blocks.append(ForwardBlock(block.name_hint, top, tuple(block.iter_vars), kind, store.buffer, out_indices,
+                                        value, init))
+    return read_blocks
+
+
+def _stores(body, where: str) -> list:
+    stores = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    for store in stores:
+        if not isinstance(store, tirx.BufferStore):
+            raise NotDifferentiableError(f"{where}: the body holds a {type(store).__name__}, not only stores")
+    return stores
+
+
+def _check_bindings(realize: s_tir.SBlockRealize, loops: list, where: str) -> None:
+    block = realize.block
+    loop_of = {loop.loop_var.__chandle__(): loop for loop in loops}
+    bound = set()
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        loop = loop_of.get(value.__chandle__()) if isinstance(value, tirx.Var) else None
+        ok = (loop is not None and loop.loop_var.__chandle__() not in bound and _is_zero(loop.min)
+              and _is_zero(iv.dom.min) and _equal(loop.extent, iv.dom.extent)
+              and loop.kind == tirx.ForKind.SERIAL and int(getattr(loop, "step", None) or 1) == 1)
+        if not ok:
+            raise NotDifferentiableError(f"{where}: iteration variable {iv.var.name} is not bound to its own loop "
+                                         "over its whole domain (a schedule was applied); differentiate the "
+                                         "unscheduled program")
+        bound.add(loop.loop_var.__chandle__())
+        if iv.iter_type not in (tirx.IterVar.DataPar, tirx.IterVar.CommReduce):
+            raise NotDifferentiableError(f"{where}: iteration variable {iv.var.name} is neither spatial nor reduction")
+    if len(bound) != len(loops):
+        raise NotDifferentiableError(f"{where}: a loop around the block binds none of its iteration variables")
+    if not (isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate.value) == 1):
+        raise NotDifferentiableError(f"{where}: the block has a predicate (T.where); write the condition as "
+                                     "T.if_then_else in the value")
+
+
+def _plain_indices(block: s_tir.SBlock, store: tirx.BufferStore, where: str) -> tuple:
+    spatial = [iv.var for iv in block.iter_vars if iv.iter_type == tirx.IterVar.DataPar]
+    indices = tuple(store.indices)
+    plain = all(isinstance(i, tirx.Var) for i in indices) and len({i.__chandle__() for i in indices}) == len(indices)
+    covers = plain and {i.__chandle__() for i in indices} == {v.__chandle__() for v in spatial}
+    if not covers:
+        raise NotDifferentiableError(f"{where}: writes {store.buffer.name}[{', '.join(map(str, indices))}]; the "
+                                     "adjoint needs each element written by exactly one iteration, at the block's "
+                                     "spatial variables (overlapping or partial writes)")
+    return indices
+
+
+def _kind_and_value(block: s_tir.SBlock, store: tirx.BufferStore, where: str):
+    value = store.value
+    reduces = any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
+    if not reduces:
+        if _reads(value, store.buffer):
+            raise NotDifferentiableError(f"{where}: reads {store.buffer.name}, which it writes (an in-place update "
+                                         "or a scan): the adjoint needs the values it overwrites")
+        return SPATIAL, value
+    for kind, node in ((SUM, tirx.Add), (MAX, tirx.Max), (MIN, tirx.Min)):
+        if isinstance(value, node):
+            for acc, term in ((value.a, value.b), (value.b, value.a)):
+                if _is_accumulator(acc, store) and not _reads(term, store.buffer):
+                    return kind, term
+    if isinstance(value, tirx.Mul):
+        raise NotDifferentiableError(f"{where}: a product reduction; its adjoint (the product of the other terms) "
+                                     "is not implemented")
+    raise NotDifferentiableError(f"{where}: the update of {store.buffer.name} is not a sum, max or min of the "
+                                 "accumulator and a term that does not read it")
+
+
+def _is_accumulator(expr, store: tirx.BufferStore) -> bool:
+    return (isinstance(expr, tvm.ir.TensorLoad) and expr.source.same_as(store.buffer)
+            and all(a.same_as(b) for a, b in zip(expr.indices, store.indices)))
+
+
+def _reads(expr, buffer) -> bool:
+    found = []
+    tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, lambda load: found.append(load.source.same_as(buffer))))
+    return any(found)
+
+
+def _check_single_writers(blocks: tuple, func_name: str) -> None:
+    for index, block in enumerate(blocks):
+        earlier = next((b for b in blocks[:index] if b.output.same_as(block.output)), None)
+        if earlier is not None:
+            raise NotDifferentiableError(f"{block.where()}: writes {block.output.name}, which {earlier.where()} also "
+                                         "writes (overlapping writes): the adjoint needs each value's one writer")
+
+
+def _check_read_after_written(blocks: tuple) -> None:
+    """A block reading a buffer that a later block writes would see the value before the write,
+    which the backward (recomputing or passing in the written value) does not have."""
+    for index, block in enumerate(blocks):
+        for earlier in blocks[:index]:
+            if _reads(earlier.value, block.output) or (earlier.init is not None and _reads(earlier.init, block.output)):
+                raise NotDifferentiableError(f"{earlier.where()}: reads {block.output.name} before "
+                                             f"{block.where()} writes it (the value passed in is overwritten)")
+
+
+def _is_zero(expr) -> bool:
+    return isinstance(expr, tirx.IntImm) and int(expr.value) == 0
+
+
+def _equal(a, b) -> bool:
+    return bool(tvm.sym.Analyzer().can_prove_equal(a, b)) if not (isinstance(a, tirx.IntImm)
+                                                                     and isinstance(b, tirx.IntImm)) \
+        else int(a.value) == int(b.value)
