@@ -246,12 +246,6 @@ def copysign_of(X: T.Buffer((4,), "float32"), Y: T.Buffer((4,), "float32")):
             Y[vi] = T.copysign(X[vi], T.float32(-1))
 
 
-@T.prim_func(s_tir=True)
-def gather(X: T.Buffer((5,), "float32"), index: T.Buffer((4,), "int32"), Y: T.Buffer((4,), "float32")):
-    for i in range(4):
-        with T.sblock("gather"):
-            vi = T.axis.spatial(4, i)
-            Y[vi] = X[index[vi]]
 
 
 @T.prim_func(s_tir=True)
@@ -277,7 +271,6 @@ REFUSED = {  # (program, wrt, where, why)
     "overlapping writes": (two_writers, "X", "block second (", "writes Y, which block first ("),
     "integer output": (integer_output, "X", "block round (", "writes Y (int32)"),
     "intrinsic": (copysign_of, "X", "block sign (", "the intrinsic tirx.copysign has no adjoint rule"),
-    "gather": (gather, "X", "block gather (", "reads X at the index index[vi], which is not linear"),
     "product": (product, "X", "block prod (", "a product reduction"),
     "predicate": (predicated, "X", "block half (", "the block has a predicate"),
     "integer wrt": (integer_output, "Y", "PrimFunc integer_output", "parameter Y is of dtype int32"),
@@ -318,6 +311,24 @@ def windows(X: T.Buffer((3, 9), "float64"), Y: T.Buffer((3, 3), "float64"), Z: T
         with T.sblock("shifted"):  # X[:, 8] is read by no iteration: its gradient is 0, not garbage
             vi, vj = T.axis.remap("SS", [i, j])
             Z[vi, vj] = X[vi, 7 - vj] * X[0, 3] + X[vi, vj + 1]
+
+
+@T.prim_func(s_tir=True)
+def embedding(E: T.Buffer((5, 3), "float64"), index: T.Buffer((6,), "int32"), Y: T.Buffer((6, 3), "float64")):
+    for i, d in T.grid(6, 3):
+        with T.sblock("lookup"):
+            vi, vd = T.axis.remap("SS", [i, d])
+            Y[vi, vd] = E[index[vi], vd] * E[index[vi], vd]
+
+
+def test_a_gather_through_data_sums_repeated_indices():
+    """dE[p, d] = Σ_i (index[i] == p) · dY[i, d]: rows read twice get both gradients, rows never read 0."""
+    table = torch.randn(5, 3, dtype=torch.float64)
+    index = torch.tensor([3, 0, 3, 1, 3, 0], dtype=torch.int32)
+    grad = torch.randn(6, 3, dtype=torch.float64)
+    expected, = torch_gradients(lambda e: e[index.long()] ** 2, [table], grad)
+    ours = llvm_gradients(embedding, ["E"], {"E": table, "index": index}, {"Y": grad})
+    torch.testing.assert_close(ours["E"], expected, rtol=1e-12, atol=1e-12)
 
 
 def test_windows_shifts_and_constant_indices_are_inverted_as_gathers():

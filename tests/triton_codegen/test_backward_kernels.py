@@ -4,6 +4,7 @@ checks, the kernel in Triton's interpreter) and compared with torch autograd (fp
 import pytest
 import torch
 import torch.nn.functional as F
+from tvm.script import tirx as T
 
 from helpers import compile_and_check
 from tir_passes import differentiate
@@ -108,3 +109,20 @@ def test_matmul_backward_is_two_tl_dots():
     func, _, _ = EXAMPLES["matmul"]
     kernel = compile(differentiate(func, ["A", "B"]), verify=False)
     assert len(kernel.program.kernels) == 2 and kernel.tile_ir.count("= dot(") == 2
+
+
+@T.prim_func(s_tir=True)
+def embedding(E: T.Buffer((5, 3), "float32"), index: T.Buffer((6,), "int32"), Y: T.Buffer((6, 3), "float32")):
+    for i, d in T.grid(6, 3):
+        with T.sblock("lookup"):
+            vi, vd = T.axis.remap("SS", [i, d])
+            Y[vi, vd] = E[index[vi], vd] * T.float32(2)
+
+
+def test_a_gather_through_data_compiles_to_a_deterministic_gather():
+    """dE[p] = Σ_i (index[i] == p) · dY[i]: one kernel, every check, repeated rows summed (index_add)."""
+    kernel = compile(differentiate(embedding, ["E"]))
+    index = torch.tensor([3, 0, 3, 1, 3, 0], dtype=torch.int32)
+    grad, d_table = torch.randn(6, 3, generator=torch.Generator().manual_seed(2)), torch.empty(5, 3)
+    kernel(index, grad, d_table)
+    torch.testing.assert_close(d_table, torch.zeros(5, 3).index_add_(0, index.long(), grad * 2))

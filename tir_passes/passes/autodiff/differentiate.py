@@ -183,7 +183,7 @@ class _Backward:
     def _materialize(self, term: _Contribution, target) -> None:
         """The contribution's block over the target's elements (read_inversion.py): its loops in the
         target's axis order, then those it reduces over (spatial loops leading, as LoopFusion needs)."""
-        inversion = invert_read(term.iter_vars, term.indices, target.shape, term.block.where(), term.buffer.name)
+        inversion = invert_read(term.iter_vars, term.indices, target.shape, term.buffer.name)
         value = substitute(term.value, inversion.mapping)
         if inversion.condition is not None:
             value = tirx.if_then_else(inversion.condition, value, tirx.const(0.0, dtype_of(value)))

@@ -12,8 +12,10 @@ reads give the plain blocks they always did; a window (a convolution's `h + r - 
 `2 * oh + r`) gives a gather over the window: deterministic, no atomics.
 Why: the adjoint of an overlapping read is a sum over the iterations that read an element; written
 as a gather it is an ordinary reduction block, which the pipeline compiles and verifies like any.
-Assumes: indices are linear in the block's variables with integer coefficients; anything else (an
-index read from memory, a product or division of variables) is refused.
+A gather through data (`X[index[i]]`, or any index not linear in the variables) is an axis with a
+condition too: dX[p] = Σ_i (index[i] == p) · dY[i], a deterministic sort-free form that repeated
+indices sum into correctly, at the cost of visiting every (p, i) pair.
+Assumes: integer index expressions (TIR's).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
-from ...errors import NotDifferentiableError
 from .build import substitute
 
 
@@ -36,12 +38,14 @@ class Inversion:
     indices: list        # the target's indices (one spatial variable per axis)
 
 
-def invert_read(iter_vars, indices, shape, where: str, buffer_name: str) -> Inversion:
+def invert_read(iter_vars, indices, shape, buffer_name: str) -> Inversion:
     by_handle = {iv.var.__chandle__(): iv for iv in iter_vars}
-    forms = [_linear(index, by_handle, where, buffer_name) for index in indices]
+    forms = [_linear(index, by_handle) for index in indices]
+    uses = [set(form[0]) if form is not None else _variables(index, by_handle) for form, index in zip(forms, indices)]
     solved, element_vars, conditions, target = {}, [], [], []
-    for axis, (coefficients, _constant) in enumerate(forms):
-        others = set().union(*(set(f[0]) for k, f in enumerate(forms) if k != axis))
+    for axis, form in enumerate(forms):
+        others = set().union(*(u for k, u in enumerate(uses) if k != axis))
+        coefficients, _constant = form if form is not None else ({}, 0)   # data-dependent: a condition
         candidates = [h for h, c in coefficients.items() if abs(c) == 1 and h not in others and h not in solved]
         if _is_plain(coefficients, _constant, candidates, by_handle, shape[axis]):
             solved[candidates[0]] = None   # kept as it is
@@ -103,12 +107,22 @@ def _provably_equal(a, b) -> bool:
     return bool(tvm.sym.Analyzer().can_prove_equal(a, b))
 
 
-def _linear(expr, by_handle: dict, where: str, buffer_name: str) -> tuple[dict, int]:
-    """({variable handle: integer coefficient}, integer constant), or a refusal."""
+def _variables(expr, by_handle: dict) -> set:
+    found = set()
+    tvm_ffi.structural_walk(expr, (tirx.Var, lambda var: found.add(var.__chandle__()) if var.__chandle__() in by_handle
+                                   else None))
+    return found
+
+
+class _NotLinear(Exception):
+    pass
+
+
+def _linear(expr, by_handle: dict) -> tuple[dict, int] | None:
+    """({variable handle: integer coefficient}, integer constant); None when not linear (an index
+    read from memory, a product or division of variables)."""
     def refuse():
-        raise NotDifferentiableError(f"{where}: reads {buffer_name} at the index {expr}, which is not linear in the "
-                                     "block's variables (an index read from memory is a gather through data): its "
-                                     "adjoint would be a scatter-add, which differentiate does not write")
+        raise _NotLinear
 
     def walk(node):
         if isinstance(node, tirx.IntImm):
@@ -130,7 +144,10 @@ def _linear(expr, by_handle: dict, where: str, buffer_name: str) -> tuple[dict, 
                     return {h: c * scale for h, c in coefficients.items() if c * scale != 0}, constant * scale
         refuse()
 
-    return walk(expr)
+    try:
+        return walk(expr)
+    except _NotLinear:
+        return None
 
 
 def _rebuild(coefficients: dict, constant: int, by_handle: dict):
