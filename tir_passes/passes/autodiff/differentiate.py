@@ -12,16 +12,17 @@ then `d_<Y>` for each float output Y that depends on `wrt` (the gradient flowing
        evenly among them, as torch.amax / torch.amin do);
      - per buffer it reads (each distinct index): a contribution block over the block's domain,
        `C[idx] (+)= upstream * d value / d read`, reducing over the variables `idx` does not
-       use. A contraction's contribution is again a contraction (dA = dC·Bᵀ), which Tiling turns
+       use (an overlapping read: over the iterations that read each element, read_inversion.py). A contraction's contribution is again a contraction (dA = dC·Bᵀ), which Tiling turns
        into a tl.dot like the forward's.
   3. `d_<X>` from X's contributions.
 What was passed in, saved or recomputed is recorded on the root block (tir_passes/contracts/autodiff.py).
 Why: the backward is a program like any other: the pipeline fuses, tiles, dumps and verifies it,
 and TVM's llvm build of it is the numerics reference.
-Assumes: forward.py's program shape (one block per nest, each element written once); a read's
-indices are one iteration variable per axis (a gather, a window or a convolution would need a
-scatter-add and is refused), and nothing here is approximate: a program it cannot differentiate
-exactly is refused (NotDifferentiableError) naming the block and the reason.
+Assumes: forward.py's program shape (one block per nest, each element written once); a read at
+any other index than one variable per axis (a window, a shift, a gather through data) gets a
+contribution that gathers over the iterations reading each element (read_inversion.py). Nothing
+here is approximate: a program it cannot differentiate exactly is refused (NotDifferentiableError)
+naming the block and the reason.
 """
 
 from __future__ import annotations
