@@ -167,7 +167,7 @@ def cmd_compile(args) -> int:
 
 
 def cmd_grad(args) -> int:
-    from tir_passes.frontend import load_target
+    from tir_passes.infra.frontend import load_target
     from triton_codegen import compile
 
     mod, name = load_target(args.target)
