@@ -2,7 +2,8 @@
 
 forward.py reads the forward program into typed blocks, adjoint_rules.py differentiates
 expressions, read_inversion.py writes an overlapping read's adjoint as a gather, build.py writes
-S-TIR, differentiate.py is the pass; its typed records are tir_passes/contracts/autodiff.py.
+S-TIR, forward_values.py decides what is passed in, saved or recomputed, differentiate.py is the
+pass; its typed records are tir_passes/contracts/autodiff.py.
 """
 
 from .differentiate import differentiate

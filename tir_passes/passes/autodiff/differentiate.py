@@ -12,10 +12,12 @@ then `d_<Y>` for each float output Y that depends on `wrt` (the gradient flowing
        evenly among them, as torch.amax / torch.amin do);
      - per buffer it reads (each distinct index): a contribution block over the block's domain,
        `C[idx] (+)= upstream * d value / d read`, reducing over the variables `idx` does not
-       use (an overlapping read: over the iterations that read each element, read_inversion.py). A contraction's contribution is again a contraction (dA = dC·Bᵀ), which Tiling turns
+       use (an overlapping read: over the iterations that read each element, read_inversion.py).
+       A contraction's contribution is again a contraction (dA = dC·Bᵀ), which Tiling turns
        into a tl.dot like the forward's.
   3. `d_<X>` from X's contributions.
-What was passed in, saved or recomputed is recorded on the root block (tir_passes/contracts/autodiff.py).
+What was passed in, saved or recomputed (forward_values.py) is recorded on the root block
+(tir_passes/contracts/autodiff.py).
 Why: the backward is a program like any other: the pipeline fuses, tiles, dumps and verifies it,
 and TVM's llvm build of it is the numerics reference.
 Assumes: forward.py's program shape (one block per nest, each element written once); a read at
@@ -31,11 +33,12 @@ from dataclasses import dataclass
 
 from tvm import tirx
 
-from ...contracts.autodiff import INPUT, RECOMPUTED, SAVED, ForwardValue, GradientSignature, write_records
+from ...contracts.autodiff import GradientSignature, write_records
 from ...errors import NotDifferentiableError
 from .adjoint_rules import Partials, dtype_of, is_float
 from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
 from .forward import MAX, MIN, SUM, ForwardBlock, ForwardProgram, read_forward
+from .forward_values import plan_forward_values
 from .read_inversion import invert_read
 
 
@@ -121,16 +124,15 @@ class _Backward:
         grads = [(self._declare(f"d_{x.name}", x.shape, x.dtype), x) for x in self.targets]
         for param, target in grads:
             self._write_gradient(target, param)
-        recomputed, values = self._forward_values()
-        read = self._forward_reads([b.stmt for b in recomputed] + self.statements)
-        reads = [p for p in self.forward.func.params if not tirx.is_buffer_var(p) or p.__chandle__() in read]
+        plan = plan_forward_values(self.forward, self.statements, self.made)
+        reads = [p for p in self.forward.func.params if not tirx.is_buffer_var(p) or p.__chandle__() in plan.read]
         signature = GradientSignature(self.forward.name, tuple(p.name for p in reads),
                                       tuple((d.name, y.name) for d, y in output_grads),
                                       tuple((d.name, x.name) for d, x in grads))
-        root_annotations = write_records(self.forward.func.body.block, values, signature)
-        allocs = _recomputed_buffers(self.forward, recomputed) + self.allocs
+        root_annotations = write_records(self.forward.func.body.block, list(plan.values), signature)
+        allocs = list(plan.buffers) + self.allocs
         params = reads + [d for d, _ in output_grads] + [d for d, _ in grads]
-        return function(self.name, params, [b.stmt for b in recomputed] + self.statements, allocs,
+        return function(self.name, params, [b.stmt for b in plan.recomputed] + self.statements, allocs,
                         root_annotations)
 
     # --- gradients in and out ---
@@ -235,54 +237,6 @@ class _Backward:
     def _add_term(self, load, term: _Contribution) -> None:
         self.terms.setdefault(load.source.__chandle__(), []).append(term)
 
-    # --- what the backward reads of the forward ---
-    def _forward_values(self):
-        """The forward blocks to recompute (in program order) and the record of every forward
-        buffer the backward reads."""
-        needed, work = set(), self._forward_reads(self.statements)
-        while work:
-            handle = work.pop()
-            block = next((b for b in self.forward.blocks if b.output.__chandle__() == handle), None)
-            if handle in needed or block is None or self._is_param(block.output):
-                continue
-            needed.add(handle)
-            work |= self._forward_reads([block.stmt])
-        recomputed = _distinct_nests([b for b in self.forward.blocks if b.output.__chandle__() in needed])
-        for block in recomputed:
-            written = next((b for b in self.forward.blocks if b.stmt.same_as(block.stmt) and self._is_param(b.output)),
-                           None)
-            if written is not None:
-                raise NotDifferentiableError(f"{block.where()}: recomputing {block.output.name} would write the "
-                                             f"output {written.output.name} too (one block writes both); write them "
-                                             "in separate blocks")
-        read = self._forward_reads([b.stmt for b in recomputed] + self.statements)
-        values = []
-        for param in self.forward.func.params:
-            if tirx.is_buffer_var(param) and param.__chandle__() in read:
-                written = self._is_output(param)
-                values.append(ForwardValue(param.name, SAVED if written else INPUT, (),
-                                           "an output of the forward, saved and passed in" if written
-                                           else "an input of the forward, passed in"))
-        for buffer in _recomputed_buffers(self.forward, recomputed):
-            values.append(ForwardValue(buffer.name, RECOMPUTED, (self.forward.writer(buffer).name,),
-                                       "an intermediate of the forward (not one of its outputs): its block is "
-                                       "copied into the backward"))
-        return recomputed, values
-
-    def _forward_reads(self, statements: list) -> set:
-        handles = set()
-        for stmt in statements:
-            for load in loads_in(stmt):
-                if load.source.__chandle__() not in self.made:
-                    handles.add(load.source.__chandle__())
-        return handles
-
-    def _is_param(self, buffer) -> bool:
-        return any(buffer.same_as(p) for p in self.forward.func.params)
-
-    def _is_output(self, buffer) -> bool:
-        return any(buffer.same_as(o) for o in self.forward.outputs)
-
     # --- small helpers ---
     def _read(self, buffer, indices):
         load = tirx.BufferLoad(buffer, list(indices))
@@ -301,21 +255,6 @@ class _Backward:
             candidate, n = f"{name}_{n}", n + 1
         self.taken.add(candidate)
         return candidate
-
-
-def _distinct_nests(blocks: list) -> list:
-    """One ForwardBlock per nest: a block writing several buffers is copied once."""
-    kept = []
-    for block in blocks:
-        if not any(k.stmt.same_as(block.stmt) for k in kept):
-            kept.append(block)
-    return kept
-
-
-def _recomputed_buffers(forward: ForwardProgram, recomputed: list) -> list:
-    """Every intermediate the recomputed nests write (all of a multi-store block's outputs)."""
-    return [b.output for b in forward.blocks if any(b.stmt.same_as(r.stmt) for r in recomputed)
-            and not any(b.output.same_as(p) for p in forward.func.params)]
 
 
 def _partial(partials: Partials, expr, load):
