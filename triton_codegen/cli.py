@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="gluon: a thread-bound schedule with shared staging to a Gluon module (GPU only)")
 
     grad = commands.add_parser("grad", help="differentiate (tir_passes.differentiate) and compile the forward and its "
-                               "backward: both modules, the backward's TVMScript, and a manifest each (docs/autodiff.md)")
+                               "backward: both modules, the backward's TVMScript, and the folder's manifest (docs/autodiff.md)")
     _add_target(grad)
     grad.add_argument("--wrt", required=True, metavar="A,B", help="the parameters to differentiate, comma-separated")
     grad.add_argument("-o", "--out-dir", required=True)
@@ -180,11 +180,12 @@ def cmd_grad(args) -> int:
     tir_path = os.path.join(args.out_dir, f"{backward.name}_tir.py")
     with open(tir_path, "w") as handle:
         handle.write(backward.pipeline.input_module["main"].script())   # as differentiate wrote it
-    kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"))
-    backward.write_manifest(os.path.join(args.out_dir, f"manifest_{backward.name}.json"))
+    manifest = os.path.join(args.out_dir, "manifest.json")   # one per folder, both modules in it
+    kernel.write_manifest(manifest)
+    backward.write_manifest(manifest, kernel.backward_link.module)
     grads = ", ".join(f"{d} = d{name}/d{x}" for d, x in kernel.backward_link.grads)
     print(f"wrote {path} ({len(kernel.program.kernels)} kernel(s)), {backward_path} "
-          f"({len(backward.program.kernels)} kernel(s): {grads}), {tir_path} and the manifests")
+          f"({len(backward.program.kernels)} kernel(s): {grads}), {tir_path} and {manifest}")
     return 0
 
 
