@@ -49,8 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--backend", choices=sorted(REGISTERED), default="triton",
                           help="gluon: a thread-bound schedule with shared staging to a Gluon module (GPU only)")
 
-    grad = commands.add_parser("grad", help="differentiate (tir_passes.differentiate) and compile the forward and its "
-                               "backward: both modules, the backward's TVMScript, and the folder's manifest (docs/autodiff.md)")
+    grad = commands.add_parser("grad", help="differentiate (tir_passes.differentiate) and compile the forward and "
+                               "its backward: both modules, the backward's TVMScript, and the folder's manifest "
+                               "(docs/autodiff.md)")
     _add_target(grad)
     grad.add_argument("--wrt", required=True, metavar="A,B", help="the parameters to differentiate, comma-separated")
     grad.add_argument("-o", "--out-dir", required=True)
@@ -279,7 +280,8 @@ def _gpu_ids(text: str) -> list[int]:
 
 
 COMMANDS = {"passes": cmd_passes, "diff": cmd_diff, "list-passes": cmd_list_passes, "compile": cmd_compile,
-            "grad": cmd_grad, "verify": cmd_verify, "report": cmd_report, "model": cmd_model, "tune": cmd_tune, "bank-conflicts": cmd_bank_conflicts}
+            "grad": cmd_grad, "verify": cmd_verify, "report": cmd_report, "model": cmd_model, "tune": cmd_tune,
+            "bank-conflicts": cmd_bank_conflicts}
 
 
 def main(argv: list[str] | None = None) -> int:
