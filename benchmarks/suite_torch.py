@@ -74,6 +74,12 @@ def _attention_ref(args, causal: bool):
     return {3: out}
 
 
+def _quantize_int8_ref(args):
+    """The quantized values (in float32, as the program computes them, so ties round alike); the
+    per-row scale is the program's second output, checked by the tests, not here."""
+    return {1: _quantize_int8(args[0]).double()}
+
+
 # --- what users run instead ------------------------------------------------------------------
 def _compiled(function, device):
     """torch.compile on a GPU; on the CPU (the smoke run) dynamo's eager backend, so the step
@@ -104,6 +110,15 @@ def _transpose(x):
 
 def _scores(q, k):
     return torch.softmax((q @ k.T).float() / math.sqrt(q.shape[1]), dim=1)
+
+
+def _quantize_int8(x):
+    """Row-wise int8: absmax per row (at least 1e-6), x * 127 / absmax rounded and clamped. The
+    per-row scale (absmax / 127, M floats next to M·N values) is left out: the peers compare one
+    output."""
+    h = x.float()
+    absmax = h.abs().amax(dim=1, keepdim=True).clamp_min(1e-6)
+    return torch.round(h * 127 / absmax).clamp(-127, 127).to(torch.int8)
 
 
 def _eager_and_compiled(function, arity: int):
@@ -142,6 +157,7 @@ PROGRAMS = {
     "attention_scores": (_scores_ref, _eager_and_compiled(_scores, 2)),
     "attention": (lambda args: _attention_ref(args, causal=False), _sdpa(causal=False)),
     "attention_causal": (lambda args: _attention_ref(args, causal=True), _sdpa(causal=True)),
+    "quantize_int8": (_quantize_int8_ref, _eager_and_compiled(_quantize_int8, 1)),
 }
 
 
