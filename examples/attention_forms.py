@@ -27,7 +27,8 @@ def make_attention_inline_mask(B: int, H: int, S: int, D: int, dtype: str = "flo
                 vb, vh, vi, vj, vd = T.axis.remap("SSSSR", [b, h, i, j, d])
                 with T.init():
                     scores[vb, vh, vi, vj] = T.float32(0)
-                scores[vb, vh, vi, vj] = scores[vb, vh, vi, vj] + T.Cast("float32", Q[vb, vh, vi, vd]) * T.Cast("float32", K[vb, vh, vj, vd])
+                scores[vb, vh, vi, vj] = scores[vb, vh, vi, vj] + T.Cast("float32", Q[vb, vh, vi, vd]) \
+                    * T.Cast("float32", K[vb, vh, vj, vd])
         for b, h, i, j in T.grid(B, H, S, S):
             with T.sblock("row_max"):
                 vb, vh, vi, vj = T.axis.remap("SSSR", [b, h, i, j])
@@ -74,7 +75,8 @@ def make_attention_normalize_first(B: int, H: int, S: int, D: int, dtype: str = 
                 vb, vh, vi, vj, vd = T.axis.remap("SSSSR", [b, h, i, j, d])
                 with T.init():
                     scores[vb, vh, vi, vj] = T.float32(0)
-                scores[vb, vh, vi, vj] = scores[vb, vh, vi, vj] + T.Cast("float32", Q[vb, vh, vi, vd]) * T.Cast("float32", K[vb, vh, vj, vd]) * T.float32(scale)
+                scores[vb, vh, vi, vj] = scores[vb, vh, vi, vj] + T.Cast("float32", Q[vb, vh, vi, vd]) \
+                    * T.Cast("float32", K[vb, vh, vj, vd]) * T.float32(scale)
         for b, h, i, j in T.grid(B, H, S, S):
             with T.sblock("row_max"):
                 vb, vh, vi, vj = T.axis.remap("SSSR", [b, h, i, j])
@@ -96,7 +98,8 @@ def make_attention_normalize_first(B: int, H: int, S: int, D: int, dtype: str = 
                 vb, vh, vi, vd, vj = T.axis.remap("SSSSR", [b, h, i, d, j])
                 with T.init():
                     acc[vb, vh, vi, vd] = T.float32(0)
-                acc[vb, vh, vi, vd] = acc[vb, vh, vi, vd] + T.Cast("float32", T.Cast(dtype, probs[vb, vh, vi, vj])) * T.Cast("float32", V[vb, vh, vj, vd])
+                acc[vb, vh, vi, vd] = acc[vb, vh, vi, vd] + T.Cast("float32", T.Cast(dtype, probs[vb, vh, vi, vj])) \
+                    * T.Cast("float32", V[vb, vh, vj, vd])
         for b, h, i, d in T.grid(B, H, S, D):
             with T.sblock("output"):
                 vb, vh, vi, vd = T.axis.remap("SSSS", [b, h, i, d])

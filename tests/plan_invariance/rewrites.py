@@ -110,7 +110,8 @@ def rename(text: str) -> str | None:
     names += re.findall(rf"\(({_IDENT}): T\.Buffer", text) + re.findall(rf", ({_IDENT}): T\.Buffer", text)
     names += re.findall(rf"^\s*({_IDENT}) = T\.sblock_alloc_buffer", text, flags=re.M)
     names += re.findall(rf'T\.sblock\("({_IDENT})"\)', text)
-    for group in re.findall(r"for (.*?) in T\.grid", text) + re.findall(r"^\s*(.*?) = T\.axis\.remap", text, flags=re.M):
+    loops = re.findall(r"for ([\w, ]+) in (?:T\.grid|range|T\.serial)\(", text)
+    for group in loops + re.findall(r"^\s*(.*?) = T\.axis\.remap", text, flags=re.M):
         names += [name.strip() for name in group.split(",")]
     for match in re.finditer(rf"^\s*({_IDENT}) = T\.axis\.\w+\(", text, flags=re.M):
         names.append(match.group(1))
@@ -118,7 +119,8 @@ def rename(text: str) -> str | None:
     if not unique:
         return None
     mapping = {name: f"n{index}_{len(name)}" for index, name in enumerate(unique)}
-    pattern = re.compile(r"(?<![.\w])(" + "|".join(re.escape(n) for n in sorted(unique, key=len, reverse=True)) + r")\b")
+    longest_first = sorted(unique, key=len, reverse=True)
+    pattern = re.compile(r"(?<![.\w])(" + "|".join(re.escape(n) for n in longest_first) + r")\b")
     return _rename_body(text, pattern, mapping)
 
 
@@ -255,7 +257,8 @@ def intermediate_inlined(text: str) -> str | None:
         if kinds is None or "R" in kinds.group(1) or len(re.findall(r"\] = ", nest)) != 1:
             continue
         buffer, params, value = store.group(1), [p.strip() for p in store.group(2).split(",")], store.group(3)
-        if re.search(rf"(?<![.\w]){buffer}\[", value) or any(re.search(rf"(?<![.\w]){buffer}\[", n) for n in nests[:index]):
+        loads = re.compile(rf"(?<![.\w]){buffer}\[")
+        if loads.search(value) or any(loads.search(n) for n in nests[:index]):
             continue
         readers = [n for n in nests[index + 1:] if re.search(rf"(?<![.\w]){buffer}\[", n)]
         if not readers or any(re.search(rf"^\s*{buffer}\[", n, flags=re.M) for n in readers):

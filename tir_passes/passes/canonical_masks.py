@@ -103,7 +103,11 @@ def _as_selects(store: tirx.BufferStore, stores: list):
         return tirx.Select(cond, a, b)
 
     value = tvm_ffi.structural_map(store.value, (tvm.ir.Call, rewrite))
-    return store if value.same_as(store.value) else tirx.BufferStore(store.buffer, value, store.indices, span=store.span)
+    return store if value.same_as(store.value) else _with_value(store, value)
+
+
+def _with_value(store: tirx.BufferStore, value) -> tirx.BufferStore:
+    return tirx.BufferStore(store.buffer, value, store.indices, span=store.span)
 
 
 # --- large negative masked values ------------------------------------------------------------------
@@ -210,13 +214,13 @@ def _masked_values(store: tirx.BufferStore, block: s_tir.SBlock):
         return call if arg.same_as(call.args[0]) else tirx.exp(arg)
 
     value = tvm_ffi.structural_map(value, (tvm.ir.Call, exponent))
-    return store if value.same_as(store.value) else tirx.BufferStore(store.buffer, value, store.indices, span=store.span)
+    return store if value.same_as(store.value) else _with_value(store, value)
 
 
 # --- the pass ----------------------------------------------------------------------------------------
 def _canonical_store(store: tirx.BufferStore, stores: list, block: s_tir.SBlock) -> tirx.BufferStore:
     value = tvm_ffi.structural_map(store.value, (tirx.Not, _without_negation))
-    new = store if value.same_as(store.value) else tirx.BufferStore(store.buffer, value, store.indices, span=store.span)
+    new = store if value.same_as(store.value) else _with_value(store, value)
     return _masked_values(_as_selects(new, stores), block)
 
 

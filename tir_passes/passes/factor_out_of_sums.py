@@ -196,7 +196,8 @@ def _scaled_sum(stmt, intermediates):
     if len(constants) != 1 or len(factors) < 2:
         return None
     rest = [f for f in factors if not f.same_as(constants[0])]
-    return store, constants[0], tirx.BufferStore(store.buffer, tirx.Add(store.value.a, _product(rest)), store.indices, span=store.span)
+    unscaled = tirx.BufferStore(store.buffer, tirx.Add(store.value.a, _product(rest)), store.indices, span=store.span)
+    return store, constants[0], unscaled
 
 
 def _scale_loads(stmt, buffer, constant):
@@ -261,7 +262,8 @@ def _divided_sum(stmt, intermediates):
     if any(v.__chandle__() not in positions for i in division.b.indices for v in _vars(i)):
         return None
     term = tvm_ffi.structural_map(store.value.b, (tirx.Div, lambda d: d.a if d.same_as(division) else d))
-    return store, division.b, positions, tirx.BufferStore(store.buffer, tirx.Add(store.value.a, term), store.indices, span=store.span)
+    undivided = tirx.BufferStore(store.buffer, tirx.Add(store.value.a, term), store.indices, span=store.span)
+    return store, division.b, positions, undivided
 
 
 def _undivided_sums(statements: list, intermediates) -> list | None:
@@ -319,7 +321,8 @@ def _undivided(stmt, normalized: _Normalized):
         if not block.same_as(old):
             return block
         store = block.body
-        return replace_block(block, body=tirx.BufferStore(store.buffer, normalized.numerator, store.indices, span=store.span))
+        body = tirx.BufferStore(store.buffer, normalized.numerator, store.indices, span=store.span)
+        return replace_block(block, body=body)
 
     return tvm_ffi.structural_map(stmt, (s_tir.SBlock, rewrite))
 
