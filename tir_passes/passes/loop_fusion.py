@@ -413,7 +413,10 @@ def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions)
     if not decisions:
         return func
-    sch.annotate(sch.get_sblock("root"), "fusion.decisions", decisions)
+    root = sch.get_sblock("root")
+    if "fusion.decisions" in sch.get(root).annotations:   # InlineElementwise's lines: annotate would keep them
+        sch.unannotate(root, "fusion.decisions")
+    sch.annotate(root, "fusion.decisions", decisions)
     return sch.mod["main"]
 
 
