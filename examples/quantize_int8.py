@@ -27,7 +27,8 @@ def make_quantize_int8(M: int, N: int, dtype: str = "float16"):
             with T.sblock("quantize"):
                 vi, vj = T.axis.remap("SS", [i, j])
                 Q[vi, vj] = T.Cast("int8", T.max(T.min(
-                    T.round(T.Cast("float32", X[vi, vj]) * T.float32(127) / absmax[vi]), T.float32(127)), T.float32(-127)))
+                    T.round(T.Cast("float32", X[vi, vj]) * T.float32(127) / absmax[vi]), T.float32(127)),
+                    T.float32(-127)))
 
     return quantize_int8
 

@@ -279,7 +279,7 @@ def _substitute_loads(nest: str, buffer: str, params: list[str], value: str) -> 
         mapping = dict(zip(params, indices))
         pattern = re.compile(r"(?<![.\w])(" + "|".join(re.escape(p) for p in params) + r")\b")
         out.append(nest[position:match.start()])
-        out.append("(" + pattern.sub(lambda m: f"({mapping[m.group(1)]})", value) + ")")
+        out.append("(" + pattern.sub(lambda m, mapping=mapping: f"({mapping[m.group(1)]})", value) + ")")
         position = close + 1
     out.append(nest[position:])
     return "".join(out)

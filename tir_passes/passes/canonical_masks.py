@@ -140,7 +140,7 @@ def _every_row_keeps_one(cond, masked_when: bool, block: s_tir.SBlock) -> bool:
             analyzer = sym.Analyzer()
             for other in others:
                 analyzer.bind(other.var, other.dom)
-            kept = tvm_ffi.structural_map(cond, (tirx.Var, lambda v: witness if v.same_as(iv.var) else v))
+            kept = tvm_ffi.structural_map(cond, (tirx.Var, lambda v, w=witness, j=iv.var: w if v.same_as(j) else v))
             if masked_when:
                 kept = tirx.Not(kept)
             if _fits(analyzer, witness, iv.dom) and analyzer.can_prove(kept):

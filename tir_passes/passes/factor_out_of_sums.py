@@ -82,7 +82,8 @@ def _is_float(expr) -> bool:
 
 def _loads_of(expr, buffer) -> list[tvm.ir.TensorLoad]:
     found: list = []
-    tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, lambda l: found.append(l) if l.source.same_as(buffer) else None))
+    tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad,
+                                   lambda load: found.append(load) if load.source.same_as(buffer) else None))
     return found
 
 
@@ -201,8 +202,8 @@ def _scaled_sum(stmt, intermediates):
 
 
 def _scale_loads(stmt, buffer, constant):
-    return tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, lambda l: tirx.Mul(l, constant)
-                                         if l.source.same_as(buffer) else l))
+    return tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, lambda load: tirx.Mul(load, constant)
+                                         if load.source.same_as(buffer) else load))
 
 
 def _replace_store(stmt, old, new):

@@ -300,8 +300,8 @@ def _shared_row_loops(a, b) -> int:
     realizes = [r for stmt in (a, b) for r in realizes_under(stmt)]
     depth = 0
     for x, y in zip(loops_a, loops_b):
-        plain = all(isinstance(l.min, tirx.IntImm) and l.min.value == 0 and not l.annotations
-                    and l.kind == tirx.ForKind.SERIAL for l in (x, y))
+        plain = all(isinstance(loop.min, tirx.IntImm) and loop.min.value == 0 and not loop.annotations
+                    and loop.kind == tirx.ForKind.SERIAL for loop in (x, y))
         if not plain or not tvm_ffi.structural_equal(x.extent, y.extent):
             break
         rows = all(_identity_var(r, x.loop_var) is not None or _identity_var(r, y.loop_var) is not None
