@@ -298,8 +298,8 @@ def _arguments(case: dict, device: str) -> list:
             continue
         dtype = getattr(torch, param["dtype"])
         tensor = torch.randn(param["shape"], generator=generator, device=device, dtype=torch.float32).to(dtype)
-        if param["written"]:
-            tensor.fill_(float("nan"))
+        if param["written"]:   # an integer output cannot hold NaN: its lowest value, which no case writes
+            tensor.fill_(float("nan") if tensor.is_floating_point() else torch.iinfo(dtype).min)
         args.append(tensor)
     return args
 

@@ -18,11 +18,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from attention import make_attention  # noqa: E402
 from attention_causal import make_causal_attention  # noqa: E402
+from attention_forms import make_attention_inline_mask, make_attention_normalize_first  # noqa: E402
 from attention_scores import make_attention_scores  # noqa: E402
 from bias_gelu_residual import make_bias_gelu_residual  # noqa: E402
 from layernorm import make_layernorm  # noqa: E402
 from layernorm_moments import make_layernorm_moments  # noqa: E402
 from matmul import make_matmul  # noqa: E402
+from quantize_int8 import make_quantize_int8  # noqa: E402
 from rmsnorm import make_rmsnorm  # noqa: E402
 from softmax import make_softmax  # noqa: E402
 from transpose import make_transpose  # noqa: E402
@@ -128,4 +130,18 @@ CASES = (
          dict(B=2, H=16, S=2048, D=128), dict(B=1, H=2, S=37, D=16),
          lambda s: 8 * s["B"] * s["H"] * s["S"] * s["D"] * 2, lambda s: 5 * _attention_flops(s, causal=False) // 2,
          Goal(versus=(("SDPA flash backward", 0.70),))),
+    # the same computations written as users write them (docs/canonical-forms.md): the same kernel
+    Case("attention_causal_inline_mask_fp16_b4h32s4096d128", "attention_causal",
+         lambda s: make_attention_inline_mask(s["B"], s["H"], s["S"], s["D"]),
+         dict(B=4, H=32, S=4096, D=128), dict(B=1, H=2, S=37, D=16),
+         lambda s: 4 * s["B"] * s["H"] * s["S"] * s["D"] * 2, lambda s: _attention_flops(s, causal=True),
+         Goal(versus=(("SDPA flash", 0.80),), kernels=1)),
+    Case("attention_normalize_first_fp16_b4h32s4096d128", "attention",
+         lambda s: make_attention_normalize_first(s["B"], s["H"], s["S"], s["D"]),
+         dict(B=4, H=32, S=4096, D=128), dict(B=1, H=2, S=37, D=16),
+         lambda s: 4 * s["B"] * s["H"] * s["S"] * s["D"] * 2, lambda s: _attention_flops(s, causal=False),
+         Goal(versus=(("SDPA flash", 0.80),), kernels=1)),
+    Case("quantize_int8_fp16_16384x8192", "quantize_int8", lambda s: make_quantize_int8(s["M"], s["N"], "float16"),
+         ROWS, dict(M=37, N=48), lambda s: s["M"] * s["N"] * 3 + s["M"] * 4,
+         goal=Goal(copy_fraction=0.90, versus=(("torch.compile", 1.0),), kernels=1)),
 )

@@ -74,6 +74,12 @@ def _attention_ref(args, causal: bool):
     return {3: out}
 
 
+def _quantize_int8_ref(args):
+    """The quantized values (in float32, as the program computes them, so ties round alike); the
+    per-row scale is the program's second output, checked by the tests, not here."""
+    return {1: _quantize_int8(args[0]).double()}
+
+
 # --- what users run instead ------------------------------------------------------------------
 def _compiled(function, device):
     """torch.compile on a GPU; on the CPU (the smoke run) dynamo's eager backend, so the step
@@ -104,6 +110,15 @@ def _transpose(x):
 
 def _scores(q, k):
     return torch.softmax((q @ k.T).float() / math.sqrt(q.shape[1]), dim=1)
+
+
+def _quantize_int8(x):
+    """Row-wise int8: absmax per row (at least 1e-6), x * 127 / absmax rounded and clamped. The
+    per-row scale (absmax / 127, M floats next to M·N values) is left out: the peers compare one
+    output."""
+    h = x.float()
+    absmax = h.abs().amax(dim=1, keepdim=True).clamp_min(1e-6)
+    return torch.round(h * 127 / absmax).clamp(-127, 127).to(torch.int8)
 
 
 def _eager_and_compiled(function, arity: int):
@@ -204,6 +219,7 @@ PROGRAMS = {
     "matmul_backward": (_backward_ref(torch.matmul, 2), _autograd_peer("cuBLAS (torch autograd)", torch.matmul, 2)),
     "attention_backward": (_backward_ref(lambda q, k, v: _attention_f64(q, k, v, causal=False), 3),
                            _autograd_peer("SDPA flash backward", _flash, 3)),
+    "quantize_int8": (_quantize_int8_ref, _eager_and_compiled(_quantize_int8, 1)),
 }
 
 

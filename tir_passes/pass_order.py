@@ -18,6 +18,12 @@ class PassEntry:
 
 DEFAULT_ORDER = (
     PassEntry("HoistAllocations", "tir_passes.passes.hoist_allocations:HoistAllocations", False),
+    # the canonical forms (docs/canonical-forms.md): one way of writing each computation, before any decision
+    PassEntry("CanonicalLoopOrder", "tir_passes.passes.canonical_loop_order:CanonicalLoopOrder", False),
+    PassEntry("InlineElementwise", "tir_passes.passes.inline_elementwise:InlineElementwise", False),
+    PassEntry("CanonicalConstants", "tir_passes.passes.canonical_constants:CanonicalConstants", False),
+    PassEntry("CanonicalMasks", "tir_passes.passes.canonical_masks:CanonicalMasks", False),
+    PassEntry("FactorOutOfSums", "tir_passes.passes.factor_out_of_sums:FactorOutOfSums", False),
     PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True),
     PassEntry("LoopFusion", "tir_passes.passes.loop_fusion:LoopFusion", True),
     PassEntry("BufferLayout", "tir_passes.passes.buffer_layout:BufferLayout", False),

@@ -3,6 +3,14 @@ with dumps, diffs, timing and verification after every pass.
 
 Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
+  CanonicalLoopOrder  the spatial loops of a nest in its output's axis order
+                    (the canonical forms, docs/canonical-forms.md: the passes after decide on one
+                    way of writing each computation, whichever way the user wrote it)
+  InlineElementwise elementwise intermediates inlined into their readers (split or inline: one form)
+  CanonicalConstants  x / 2^k as x * 2^-k (exact), so constant factors are products
+  CanonicalMasks    masks as Select with -inf (negations undone, safe if_then_else as Select)
+  FactorOutOfSums   factors a sum's reduction does not vary leave it: weights normalized before
+                    P·V are normalized after it (the flash form), a scale inside Q·Kᵀ scales S
   OnlineSoftmax     a max and the sums of exponentials that read it -> one loop with a running
                     maximum (flash attention's form), where that pays; before LoopFusion, which
                     then fuses the scores into that loop

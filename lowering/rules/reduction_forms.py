@@ -219,13 +219,25 @@ def _direction(table: dict) -> str | None:
 def _select_parts(update: Update, outputs) -> tuple[object, bool, object] | None:
     """(condition, whether it keeps the old value when true, new value) of `Select` between the
     update's old value and a new value that reads no output."""
-    value = update.value
-    if not isinstance(value, tirx.Select):
+    parts = _selection_of(update.value)
+    if parts is None:
         return None
-    if update.is_old(value.true_value) and not _reads(value.false_value, outputs):
-        return value.condition, True, value.false_value
-    if update.is_old(value.false_value) and not _reads(value.true_value, outputs):
-        return value.condition, False, value.true_value
+    condition, true_value, false_value = parts
+    if update.is_old(true_value) and not _reads(false_value, outputs):
+        return condition, True, false_value
+    if update.is_old(false_value) and not _reads(true_value, outputs):
+        return condition, False, true_value
+    return None
+
+
+def _selection_of(value) -> tuple | None:
+    """(condition, true value, false value) of a Select or a T.if_then_else: between the old value,
+    which is in bounds, and a new value, the two mean the same (the support check sees the user's
+    program, before CanonicalMasks)."""
+    if isinstance(value, tirx.Select):
+        return value.condition, value.true_value, value.false_value
+    if isinstance(value, tvm.ir.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name.endswith("if_then_else"):
+        return tuple(value.args)
     return None
 
 

@@ -139,3 +139,65 @@ def test_row_wise_programs_become_one_kernel(name):
             "attention_scores": make_attention_scores(37, 45, 32), "matmul_bias_gelu": make_matmul_bias_gelu(67, 45, 33)}[name]
     kernel = compile_and_check(func, aot=False)
     assert len(kernel.program.kernels) == 1
+
+
+def _statistic_read_by_two_nests(dependent: bool):
+    """absmax per row, read by a scale nest and a values nest; with `dependent`, the values nest
+    also reads what the scale nest writes at another row (then the two nests cannot interleave)."""
+
+    @T.prim_func(s_tir=True)
+    def main(X: T.Buffer((8, 16), "float32"), Q: T.Buffer((8, 16), "float32"), S: T.Buffer((8,), "float32")):
+        absmax = T.sblock_alloc_buffer((8,), "float32")
+        for i, j in T.grid(8, 16):
+            with T.sblock("absmax"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    absmax[vi] = T.float32(1e-6)
+                absmax[vi] = T.max(absmax[vi], T.abs(X[vi, vj]))
+        for i in range(8):
+            with T.sblock("scale"):
+                vi = T.axis.remap("S", [i])
+                S[vi] = absmax[vi] * T.float32(0.5)
+        for i, j in T.grid(8, 16):
+            with T.sblock("values"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Q[vi, vj] = X[vi, vj] / absmax[vi]
+
+    @T.prim_func(s_tir=True)
+    def dependent_main(X: T.Buffer((8, 16), "float32"), Q: T.Buffer((8, 16), "float32"),
+                       S: T.Buffer((8,), "float32")):
+        absmax = T.sblock_alloc_buffer((8,), "float32")
+        for i, j in T.grid(8, 16):
+            with T.sblock("absmax"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    absmax[vi] = T.float32(1e-6)
+                absmax[vi] = T.max(absmax[vi], T.abs(X[vi, vj]))
+        for i in range(8):
+            with T.sblock("scale"):
+                vi = T.axis.remap("S", [i])
+                S[vi] = absmax[vi] * T.float32(0.5)
+        for i, j in T.grid(8, 16):
+            with T.sblock("values"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Q[vi, vj] = X[vi, vj] / absmax[vi] + S[(vi + 1) % 8]
+
+    return tvm.IRModule({"main": dependent_main if dependent else main})
+
+
+def test_independent_readers_of_a_row_statistic_are_merged_then_fused():
+    after = LoopFusion()(_statistic_read_by_two_nests(dependent=False))
+    decisions = [str(d) for d in after["main"].body.block.annotations["fusion.decisions"]]
+    assert decisions[0] == ("merge the nests of scale and values over 1 shared axis(es): both read absmax of absmax, "
+                            "independently")
+    assert decisions[1].startswith("fuse absmax into the nest of scale over 1 shared axis(es)")
+    assert len(top_level_statements(after["main"])) == 1
+
+
+def test_readers_that_depend_on_each_other_are_not_merged():
+    """The values nest reads S of another row, which the scale nest writes: it stays a nest of its own."""
+    after = LoopFusion()(_statistic_read_by_two_nests(dependent=True))
+    decisions = [str(d) for d in after["main"].body.block.annotations["fusion.decisions"]]
+    assert not any(d.startswith("merge") for d in decisions)
+    assert any("absmax is read by several nests (scale, values)" in d for d in decisions)
+    assert len(top_level_statements(after["main"])) == 3

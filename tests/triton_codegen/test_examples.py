@@ -15,6 +15,7 @@ from layernorm import make_layernorm
 from layernorm_moments import make_layernorm_moments
 from matmul import make_matmul
 from matmul_bias_gelu import make_matmul_bias_gelu
+from quantize_int8 import make_quantize_int8
 from max_pool2d import make_max_pool2d
 from rmsnorm import make_rmsnorm
 from softmax import make_softmax
@@ -37,6 +38,7 @@ CASES = {
     "layernorm_moments": lambda odd: make_layernorm_moments(67, 45) if odd else make_layernorm_moments(32, 64, "float16"),
     "cumsum": lambda odd: make_cumsum(67, 45) if odd else make_cumsum(32, 128),
     "argmax": lambda odd: make_argmax(67, 45) if odd else make_argmax(32, 128),
+    "quantize_int8": lambda odd: make_quantize_int8(67, 45) if odd else make_quantize_int8(32, 128),
 }
 
 

@@ -38,7 +38,8 @@ from tvm.s_tir.schedule import ScheduleError
 
 from tir_passes.errors import first_line
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
-from tir_passes.analyses.nest import block_accesses, blocks_under, contraction_operands, perfect_nest
+from tir_passes.analyses.nest import (block_accesses, blocks_under, contraction_operands, loop_chain, perfect_nest,
+                                      realizes_under)
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
@@ -76,7 +77,9 @@ def _reads_of(block: s_tir.SBlock, buf) -> list:
     return loads
 
 
-def _inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
+def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
+    """Inline every spatial block that writes one intermediate into its consumers (TVM's compute_inline
+    checks it may); also InlineElementwise's rewrite, at the front of the pipeline."""
     root = sch.get(sch.get_sblock("root"))
     for block in reversed(blocks_under(root.body)):
         written = _writes(block)
@@ -278,6 +281,66 @@ def _overwritten(sch, nest: list[str], consumers: list[str]) -> str:
     return ""
 
 
+def _touched(stmt) -> tuple[set[str], set[str]]:
+    """(read, written) buffer names of the blocks under a statement."""
+    reads = {r.source.name for b in blocks_under(stmt) for r in b.reads}
+    writes = {w.source.name for b in blocks_under(stmt) for w in b.writes}
+    return reads, writes
+
+
+def _independent(a, b) -> bool:
+    (read_a, write_a), (read_b, write_b) = _touched(a), _touched(b)
+    return not (write_a & (read_b | write_b)) and not (write_b & read_a)
+
+
+def _shared_row_loops(a, b) -> int:
+    """How many leading loops two nests share: same extent, starting at 0, plain serial, and bound
+    to a spatial variable of every block under them (rows, not a reduction walked by one of them)."""
+    loops_a, loops_b = loop_chain(a)[0], loop_chain(b)[0]
+    realizes = [r for stmt in (a, b) for r in realizes_under(stmt)]
+    depth = 0
+    for x, y in zip(loops_a, loops_b):
+        plain = all(isinstance(loop.min, tirx.IntImm) and loop.min.value == 0 and not loop.annotations
+                    and loop.kind == tirx.ForKind.SERIAL for loop in (x, y))
+        if not plain or not tvm_ffi.structural_equal(x.extent, y.extent):
+            break
+        rows = all(_identity_var(r, x.loop_var) is not None or _identity_var(r, y.loop_var) is not None
+                   for r in realizes)
+        if not rows:
+            break
+        depth += 1
+    return depth
+
+
+def _merge_readers(sch: s_tir.Schedule, producer: s_tir.SBlock, decisions: list[str]) -> bool:
+    """Merge the first two nests that read the producer's intermediates over their shared row loops
+    (TVM's merge), when they are independent of each other and of every nest between them: the
+    producer then has one reader nest and fuses into it, like softmax's statistics (int8 row
+    quantization's absmax, read by the scale's and the quantized values' nests)."""
+    own = _nest_index(sch, producer.name_hint)
+    nests = sorted({_nest_index(sch, r) for buf in _writes(producer) for r in _readers(sch, buf, producer.name_hint)}
+                   - {own})
+    if len(nests) < 2 or nests[0] < own:
+        return False
+    statements = top_level_statements(sch.mod["main"])
+    first, second = statements[nests[0]], statements[nests[1]]
+    between = statements[nests[0] + 1:nests[1]]
+    if not _independent(first, second) or not all(_independent(s, n) for s in between for n in (first, second)):
+        return False
+    depth = _shared_row_loops(first, second)
+    if not depth:
+        return False
+    names = [blocks_under(stmt)[0].name_hint for stmt in (first, second)]
+    loops = [sch.get_loops(sch.get_sblock(name))[depth - 1] for name in names]
+    try:
+        sch.merge(*loops)
+    except ScheduleError:
+        return False
+    decisions.append(f"merge the nests of {names[0]} and {names[1]} over {depth} shared axis(es): both read "
+                     f"{', '.join(b.name for b in _writes(producer))} of {producer.name_hint}, independently")
+    return True
+
+
 def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
     """Fuse until nothing changes (consumers first, so chains collapse), then record refusals."""
     refused: dict[str, str] = {}
@@ -289,6 +352,10 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             if producer.name_hint in ("root",) or producer.name_hint in refused:
                 continue
             consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
+            if consumer is not None and not depth and "read by several nests" in reason \
+                    and _merge_readers(sch, producer, decisions):
+                progress = True
+                break
             if consumer is None or not depth:
                 continue
             if len(_nest_blocks(sch, producer.name_hint)) > 1:
@@ -338,14 +405,18 @@ def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     if not intermediates or len(top_level_statements(func)) < 2:
         return func
     sch = s_tir.Schedule(func)
-    decisions: list[str] = []
-    _inline_elementwise(sch, intermediates, decisions)
+    # InlineElementwise, at the front of the pipeline, may have inlined already: its lines come first
+    decisions: list[str] = [str(d) for d in root_block(func).annotations.get("fusion.decisions", [])]
+    inline_elementwise(sch, intermediates, decisions)
     func = _recompute_contractions(sch.mod["main"], intermediates, decisions, spec)
     sch = s_tir.Schedule(func)
     _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions)
     if not decisions:
         return func
-    sch.annotate(sch.get_sblock("root"), "fusion.decisions", decisions)
+    root = sch.get_sblock("root")
+    if "fusion.decisions" in sch.get(root).annotations:   # InlineElementwise's lines: annotate would keep them
+        sch.unannotate(root, "fusion.decisions")
+    sch.annotate(root, "fusion.decisions", decisions)
     return sch.mod["main"]
 
 

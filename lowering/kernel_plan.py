@@ -1,0 +1,139 @@
+"""The kernel plan: a small typed summary of what the compiler decided for a program, free of the
+names the user chose (loops, buffers, blocks), so two programs that compute the same thing
+written differently can be compared by it (tests/plan_invariance: the plan must not change under
+a meaning-preserving rewrite).
+
+Derived once from the two records that hold the decisions: the lowered TileProgram (kernels, grid
+axes, tile axes, dots with their operand dtypes, loops) and the tiling contract in the tiled TIR
+(tile_contract.py: which serial loops visit a TileWindow of their tiles). Nothing here decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, is_dataclass
+
+import tvm_ffi
+from tvm import tirx
+
+from tir_passes.infra.pass_util import top_level_statements
+from tir_passes.contracts.tile_contract import SERIAL, TILE, loop_tile
+
+from .tile_ir import Dot, Loop, TileProgram
+
+
+@dataclass(frozen=True, order=True)
+class DotPlan:
+    """A tl.dot: its operands' dtypes, its accumulator's, and the precision of fp32 operands."""
+
+    a: str
+    b: str
+    acc: str
+    precision: str
+
+
+@dataclass(frozen=True)
+class TileAxisPlan:
+    """A tile axis: its default block size, the extent it covers, and whether a loop steps it
+    (split) or one program holds it whole."""
+
+    size: int
+    extent: int | None
+    split: bool
+
+    def key(self) -> tuple:
+        return (self.size, self.extent is None, self.extent or 0, self.split)
+
+
+@dataclass(frozen=True, order=True)
+class WindowPlan:
+    """A serial loop that visits only the tiles of a band j - rows in [low, high] (None: open)."""
+
+    low: int | None
+    high: int | None
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    grid: int                          # factors of the launch grid
+    tile_axes: tuple[TileAxisPlan, ...]  # sorted: the order the axes are declared in is a name order
+    dots: tuple[DotPlan, ...]          # in program order
+    loops: tuple[int, ...]             # the nesting depth of every loop, in program order
+    windows: tuple[WindowPlan, ...]    # sorted by band
+
+    def describe(self) -> str:
+        axes = ", ".join(f"{a.size}{'/split' if a.split else ''} of {a.extent}" for a in self.tile_axes) or "-"
+        dots = ", ".join(f"dot({d.a}, {d.b}) -> {d.acc}" + (f" {d.precision}" if d.a == "float32" else "")
+                         for d in self.dots) or "no dot"
+        windows = ", ".join(f"window[{w.low}, {w.high}]" for w in self.windows) or "no window"
+        return f"grid {self.grid}, tiles [{axes}], {dots}, loops {list(self.loops)}, {windows}"
+
+
+@dataclass(frozen=True)
+class ProgramPlan:
+    kernels: tuple[KernelPlan, ...]
+
+    def describe(self) -> str:
+        return "\n".join(f"kernel {index}: {kernel.describe()}" for index, kernel in enumerate(self.kernels))
+
+
+def program_plan(program: TileProgram, tiled: tirx.PrimFunc) -> ProgramPlan:
+    """The plan of `program`, lowered from `tiled` (the pipeline's last module's function)."""
+    statements = top_level_statements(tiled)
+    if len(statements) != len(program.kernels):
+        raise ValueError(f"{len(program.kernels)} kernels lowered from {len(statements)} top-level statements")
+    return ProgramPlan(tuple(_kernel_plan(kernel, stmt) for kernel, stmt in zip(program.kernels, statements)))
+
+
+def plan_of(kernel) -> ProgramPlan:
+    """The plan of a compiled TritonKernel (triton_codegen.compile's result)."""
+    return program_plan(kernel.program, kernel.tir["main"])
+
+
+def _kernel_plan(kernel, stmt) -> KernelPlan:
+    tile_axes, windows = _contract_loops(stmt)
+    return KernelPlan(len(kernel.grid), tuple(sorted(tile_axes, key=TileAxisPlan.key)), tuple(_dots(kernel.body)),
+                      tuple(_loop_depths(kernel.body, 0)), tuple(windows))
+
+
+def _contract_loops(stmt) -> tuple[list[TileAxisPlan], list[WindowPlan]]:
+    axes: dict[str, TileAxisPlan] = {}
+    windows: list[WindowPlan] = []
+
+    def visit(loop: tirx.For) -> None:
+        tile = loop_tile(loop)
+        if tile is None:
+            return
+        if tile.role == TILE and tile.axis not in axes:
+            extent = tile.extent.value if isinstance(tile.extent, tirx.IntImm) else None
+            axes[tile.axis] = TileAxisPlan(tile.size, extent, tile.outer is not None)
+        if tile.role == SERIAL and tile.window is not None:
+            windows.append(WindowPlan(tile.window.low, tile.window.high))
+
+    tvm_ffi.structural_walk(stmt, (tirx.For, visit))
+    return list(axes.values()), sorted(windows, key=lambda w: (w.low is None, w.low or 0, w.high is None, w.high or 0))
+
+
+def _dots(node) -> list[DotPlan]:
+    found: list[DotPlan] = []
+
+    def visit(value) -> None:
+        if isinstance(value, Dot):
+            found.append(DotPlan(value.a.dtype, value.b.dtype, value.dtype, value.precision))
+        if isinstance(value, (tuple, list)):
+            for item in value:
+                visit(item)
+        elif is_dataclass(value):
+            for item in fields(value):
+                visit(getattr(value, item.name))
+
+    visit(node)
+    return found
+
+
+def _loop_depths(body, depth: int) -> list[int]:
+    depths: list[int] = []
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            depths.append(depth)
+            depths += _loop_depths(stmt.body, depth + 1)
+    return depths

@@ -1,0 +1,360 @@
+"""FactorOutOfSums: a factor that does not depend on a sum's reduction variables leaves the sum.
+Weights normalized before a sum (`P = e / l`, then `Y = Σ_j f(P) · ...`) are normalized after it
+(`P = e`, and every reader of Y reads `Y / l`); a constant scale inside a sum
+(`S = Σ_d Q · K · c`) scales its result instead (`S = Σ_d Q · K`, readers read `S * c`).
+
+Why: attention written as "normalize the probabilities, then multiply by V" divides every weight
+by the row sum l before P·V. l depends on the whole row, so the contraction cannot start before
+the row's last exponential: no online (flash) form, four kernels. Dividing the contraction's
+result instead is the flash form (examples/attention.py), which OnlineSoftmax and LoopFusion then
+turn into one kernel. The same holds for any row-normalized weights feeding a sum.
+
+What it rewrites: an elementwise block (spatial variables only) that writes an intermediate
+`P[v..] = e / L[w..]` and whose readers are all later sum reductions `Y[r..] = Y[r..] + t` with
+T.init zero, Y an intermediate, that read P where L's element does not depend on the reduction
+variables, through casts and products only (t is linear in P). Then P's block stores `e`, and
+every load of Y after its sum reads `Y / L` at the element of L that Y's element was divided by.
+
+Soundness: Σ_j (e_j / l) · x_j = (Σ_j e_j · x_j) / l exactly in real arithmetic (l does not depend
+on j); in floating point the roundings move (as in flash attention, where the unnormalized
+weights are rounded to the contraction's operand type); the numerics check after the pass
+compares the result with the input's.
+
+The division may also sit in the sum's own term (P inlined: `Y = Y + Cast(e / L[w..]) * x`): the
+same rewrite, without P's block.
+
+Scales: `Y[r..] = Y[r..] + a * c` (c a float constant among the product's factors, T.init zero, Y
+an intermediate no later nest writes) becomes `Y[r..] = Y[r..] + a`, and later loads of Y read
+`Y * c`: Σ (a · c) = (Σ a) · c, exactly for a power-of-two c. Why: the scale written inside the
+Q·Kᵀ block is not a plain product of two operands, so the contraction is not a tl.dot; the
+scale outside (examples/attention.py) is.
+
+Assumes: HoistAllocations ran (intermediates are root allocations); the nests are top-level
+perfect nests (TVMScript's T.grid + T.axis.remap), as written before LoopFusion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from tir_passes.analyses.nest import is_reduction_block, is_self_load, is_zero, perfect_nest, uses_var
+from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, top_level_statements, with_root_block
+
+REDUCE = tirx.IterVar.CommReduce
+
+
+@dataclass(frozen=True)
+class _Normalized:
+    """P's nest: its block stores `numerator / L[divisor indices]`."""
+
+    index: int
+    realize: s_tir.SBlockRealize
+    buffer: object
+    numerator: object
+    divisor: tvm.ir.TensorLoad
+
+
+def _normalized(stmt, index: int, intermediates) -> _Normalized | None:
+    nest = perfect_nest(stmt)
+    if nest is None:
+        return None
+    realize = nest[1]
+    block = realize.block
+    store = block.body
+    if is_reduction_block(block) or block.init is not None or not isinstance(store, tirx.BufferStore):
+        return None
+    if not any(store.buffer.same_as(b) for b in intermediates) or not isinstance(store.value, tirx.Div) \
+            or not _is_float(store.value):
+        return None
+    divisor = store.value.b
+    if not isinstance(divisor, tvm.ir.TensorLoad) or not all(isinstance(i, tirx.Var) for i in store.indices):
+        return None
+    return _Normalized(index, realize, store.buffer, store.value.a, divisor)
+
+
+def _is_float(expr) -> bool:
+    return "float" in str(expr.ty.dtype)
+
+
+def _loads_of(expr, buffer) -> list[tvm.ir.TensorLoad]:
+    found: list = []
+    tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad,
+                                   lambda load: found.append(load) if load.source.same_as(buffer) else None))
+    return found
+
+
+def _linear_in(expr, load) -> bool:
+    """`expr` is `load` under casts and products with factors that do not read it."""
+    if expr.same_as(load):
+        return True
+    if isinstance(expr, tirx.Cast):
+        return _linear_in(expr.value, load)
+    if isinstance(expr, tirx.Mul):
+        inside = [side for side in (expr.a, expr.b) if _loads_of(side, load.source)]
+        return len(inside) == 1 and _linear_in(inside[0], load)
+    return False
+
+
+def _divisor_at(normalized: _Normalized, load: tvm.ir.TensorLoad):
+    """L's element for the P element `load` reads, in the reader's variables."""
+    store = normalized.realize.block.body
+    binding = {var.__chandle__(): index for var, index in zip(store.indices, load.indices)}
+    return tvm_ffi.structural_map(normalized.divisor, (tirx.Var, lambda v: binding.get(v.__chandle__(), v)))
+
+
+def _sum_reader(stmt, normalized: _Normalized, intermediates):
+    """(Y's store, the divisor in terms of Y's indices) when `stmt` is a sum that reads P as the
+    description says, else None."""
+    nest = perfect_nest(stmt)
+    if nest is None:
+        return None
+    block = nest[1].block
+    store = block.body
+    if not isinstance(store, tirx.BufferStore) or block.init is None or not isinstance(block.init, tirx.BufferStore):
+        return None
+    if not is_zero(block.init.value) or not isinstance(store.value, tirx.Add) or not is_self_load(store.value.a, store):
+        return None
+    if not any(store.buffer.same_as(b) for b in intermediates) or _loads_of(store.value.b, store.buffer):
+        return None
+    loads = _loads_of(store.value.b, normalized.buffer)
+    if len(loads) != 1 or not _linear_in(store.value.b, loads[0]):
+        return None
+    divisor = _divisor_at(normalized, loads[0])
+    reduce_vars = [iv.var for iv in block.iter_vars if iv.iter_type == REDUCE]
+    if any(uses_var(i, v) for i in divisor.indices for v in reduce_vars):
+        return None
+    # the divisor's element in terms of Y's element: Y's indices must be the block's plain variables
+    if not all(isinstance(i, tirx.Var) for i in store.indices):
+        return None
+    positions = {var.__chandle__(): k for k, var in enumerate(store.indices)}
+    if any(isinstance(v, tirx.Var) and v.__chandle__() not in positions for i in divisor.indices for v in _vars(i)):
+        return None
+    return store, divisor, positions
+
+
+def _vars(expr) -> list:
+    found: list = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
+    return found
+
+
+def _divide_loads(stmt, y_store, divisor, positions):
+    """Every load of Y in `stmt` as `Y / L[...]` at the matching element."""
+
+    def rewrite(load):
+        if not load.source.same_as(y_store.buffer):
+            return load
+        binding = {handle: load.indices[k] for handle, k in positions.items()}
+        element = tvm_ffi.structural_map(divisor, (tirx.Var, lambda v: binding.get(v.__chandle__(), v)))
+        return tirx.Div(load, element)
+
+    return tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, rewrite))
+
+
+def _writes(stmt, buffer) -> bool:
+    found: list = []
+    tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda s: found.append(s) if s.buffer.same_as(buffer) else None))
+    return bool(found)
+
+
+def _reads(stmt, buffer) -> bool:
+    return bool(_loads_of(stmt, buffer))
+
+
+def _factors(expr) -> list:
+    if isinstance(expr, tirx.Mul):
+        return _factors(expr.a) + _factors(expr.b)
+    return [expr]
+
+
+def _product(factors: list):
+    result = factors[0]
+    for factor in factors[1:]:
+        result = tirx.Mul(result, factor)
+    return result
+
+
+def _scaled_sum(stmt, intermediates):
+    """(Y's store, the constant, the store without it) for a sum `Y = Y + a * c`, else None."""
+    nest = perfect_nest(stmt)
+    if nest is None:
+        return None
+    block = nest[1].block
+    store = block.body
+    if not isinstance(store, tirx.BufferStore) or not isinstance(block.init, tirx.BufferStore) \
+            or not is_zero(block.init.value) or not is_reduction_block(block):
+        return None
+    if not isinstance(store.value, tirx.Add) or not is_self_load(store.value.a, store):
+        return None
+    if not any(store.buffer.same_as(b) for b in intermediates) or _loads_of(store.value.b, store.buffer):
+        return None
+    factors = _factors(store.value.b)
+    constants = [f for f in factors if isinstance(f, tirx.FloatImm)]
+    if len(constants) != 1 or len(factors) < 2:
+        return None
+    rest = [f for f in factors if not f.same_as(constants[0])]
+    unscaled = tirx.BufferStore(store.buffer, tirx.Add(store.value.a, _product(rest)), store.indices, span=store.span)
+    return store, constants[0], unscaled
+
+
+def _scale_loads(stmt, buffer, constant):
+    return tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, lambda load: tirx.Mul(load, constant)
+                                         if load.source.same_as(buffer) else load))
+
+
+def _replace_store(stmt, old, new):
+    def rewrite(block: s_tir.SBlock) -> s_tir.SBlock:
+        return replace_block(block, body=new) if block.body.same_as(old) else block
+
+    return tvm_ffi.structural_map(stmt, (s_tir.SBlock, rewrite))
+
+
+def _unscaled(statements: list, intermediates) -> list | None:
+    for index, stmt in enumerate(statements):
+        found = _scaled_sum(stmt, intermediates)
+        if found is None:
+            continue
+        store, constant, unscaled = found
+        later = statements[index + 1:]
+        if any(_writes(other, store.buffer) for other in later):
+            continue
+        return (statements[:index] + [_replace_store(stmt, store, unscaled)]
+                + [_scale_loads(other, store.buffer, constant) for other in later])
+    return None
+
+
+def _invariant_division(term, reduce_vars):
+    """The division on `term`'s linear path (casts and products) whose divisor is a load that no
+    reduction variable indexes, else None."""
+    if isinstance(term, tirx.Cast):
+        return _invariant_division(term.value, reduce_vars)
+    if isinstance(term, tirx.Mul):
+        inside = _invariant_division(term.a, reduce_vars)
+        return inside if inside is not None else _invariant_division(term.b, reduce_vars)
+    if isinstance(term, tirx.Div) and isinstance(term.b, tvm.ir.TensorLoad) and _is_float(term) \
+            and not any(uses_var(i, v) for i in term.b.indices for v in reduce_vars):
+        return term
+    return None
+
+
+def _divided_sum(stmt, intermediates):
+    """(Y's store, the divisor, Y's index positions, the store without the division) for a sum
+    whose term divides by a reduction-invariant load, else None."""
+    nest = perfect_nest(stmt)
+    if nest is None:
+        return None
+    block = nest[1].block
+    store = block.body
+    if not isinstance(store, tirx.BufferStore) or not isinstance(block.init, tirx.BufferStore) \
+            or not is_zero(block.init.value) or not isinstance(store.value, tirx.Add) \
+            or not is_self_load(store.value.a, store):
+        return None
+    if not any(store.buffer.same_as(b) for b in intermediates) or _loads_of(store.value.b, store.buffer):
+        return None
+    reduce_vars = [iv.var for iv in block.iter_vars if iv.iter_type == REDUCE]
+    division = _invariant_division(store.value.b, reduce_vars)
+    if division is None or not all(isinstance(i, tirx.Var) for i in store.indices):
+        return None
+    positions = {var.__chandle__(): k for k, var in enumerate(store.indices)}
+    if any(v.__chandle__() not in positions for i in division.b.indices for v in _vars(i)):
+        return None
+    term = tvm_ffi.structural_map(store.value.b, (tirx.Div, lambda d: d.a if d.same_as(division) else d))
+    undivided = tirx.BufferStore(store.buffer, tirx.Add(store.value.a, term), store.indices, span=store.span)
+    return store, division.b, positions, undivided
+
+
+def _undivided_sums(statements: list, intermediates) -> list | None:
+    for index, stmt in enumerate(statements):
+        found = _divided_sum(stmt, intermediates)
+        if found is None:
+            continue
+        store, divisor, positions, undivided = found
+        later = statements[index + 1:]
+        if any(_writes(other, store.buffer) or _writes(other, divisor.source) for other in later):
+            continue
+        return (statements[:index] + [_replace_store(stmt, store, undivided)]
+                + [_divide_loads(other, store, divisor, positions) for other in later])
+    return None
+
+
+def _rewrite_one(statements: list, intermediates) -> list | None:
+    for rewrite in (_unscaled, _undivided_sums):
+        rewritten = rewrite(statements, intermediates)
+        if rewritten is not None:
+            return rewritten
+    for index, stmt in enumerate(statements):
+        normalized = _normalized(stmt, index, intermediates)
+        if normalized is None:
+            continue
+        rewritten = _rewritten(statements, normalized, intermediates)
+        if rewritten is not None:
+            return rewritten
+    return None
+
+
+def _rewritten(statements: list, normalized: _Normalized, intermediates) -> list | None:
+    later = statements[normalized.index + 1:]
+    readers = [k for k, stmt in enumerate(later) if _reads(stmt, normalized.buffer)]
+    if not readers or any(_writes(stmt, normalized.divisor.source) for stmt in later):
+        return None
+    new = list(statements)
+    for k in readers:
+        found = _sum_reader(later[k], normalized, intermediates)
+        if found is None:
+            return None
+        y_store, divisor, positions = found
+        if any(_writes(stmt, y_store.buffer) for stmt in later[k + 1:]):
+            return None
+        for after in range(normalized.index + 2 + k, len(statements)):
+            new[after] = _divide_loads(new[after], y_store, divisor, positions)
+    new[normalized.index] = _undivided(statements[normalized.index], normalized)
+    return new
+
+
+def _undivided(stmt, normalized: _Normalized):
+    old = normalized.realize.block
+
+    def rewrite(block: s_tir.SBlock) -> s_tir.SBlock:
+        if not block.same_as(old):
+            return block
+        store = block.body
+        body = tirx.BufferStore(store.buffer, normalized.numerator, store.indices, span=store.span)
+        return replace_block(block, body=body)
+
+    return tvm_ffi.structural_map(stmt, (s_tir.SBlock, rewrite))
+
+
+def _with_regions(stmt, buffers: dict):
+    def regions(block: s_tir.SBlock) -> s_tir.SBlock:
+        if block.name_hint == "root":
+            return block
+        reads, writes = s_tir.analysis.get_sblock_read_write_region(block, buffers)
+        return replace_block(block, reads=reads, writes=writes)
+
+    return tvm_ffi.structural_map(stmt, (s_tir.SBlock, regions))
+
+
+def factor_out_of_sums(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    root = root_block(func)
+    intermediates = list(root.alloc_buffers)
+    statements = top_level_statements(func)
+    changed = False
+    while True:
+        rewritten = _rewrite_one(statements, intermediates)
+        if rewritten is None:
+            break
+        statements, changed = rewritten, True
+    if not changed:
+        return func
+    buffers = {b: b for b in [*func.params, *intermediates] if tirx.is_buffer_var(b)}
+    statements = [_with_regions(stmt, buffers) for stmt in statements]
+    body = statements[0] if len(statements) == 1 else tirx.SeqStmt(statements)
+    return with_root_block(func, replace_block(root, body=body))
+
+
+def FactorOutOfSums():
+    return s_tir_pass("FactorOutOfSums", factor_out_of_sums)
