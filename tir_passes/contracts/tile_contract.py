@@ -19,6 +19,8 @@ Where each decision lives (`TileDecision` fields below):
                                              through memory with a sync
   block annotation "tile.dot"     DotMark    the block is a tl.dot over tile axes (m, n, k)
   block annotation "tile.scan"    ScanMark   the block is a scan along a tile axis
+  block annotation "tile.split"   SplitMark  the block sums a contraction's partials over `splits`
+                                             slices of its reduction loop (SplitReduction, split-K)
   root block "tile.decisions"     text       why: one line per kernel, dependences, values spilled
 
 The backend's limits (tl.dot's 16-element minimum, the widest row tile) are here too, once.
@@ -35,7 +37,7 @@ from tir_passes.errors import TirTritonError
 from tir_passes.infra.pass_util import static_int
 from tir_passes.infra.pass_util import replace_block
 
-LOOP_KEY, KERNEL_KEY, DOT_KEY, SCAN_KEY = "tile", "tile.kernel", "tile.dot", "tile.scan"
+LOOP_KEY, KERNEL_KEY, DOT_KEY, SCAN_KEY, SPLIT_KEY = "tile", "tile.kernel", "tile.dot", "tile.scan", "tile.split"
 DECISIONS_KEY = "tile.decisions"   # root block: Tiling's reasons, one line per kernel and note (for readers)
 GRID, SERIAL, TILE = "grid", "serial", "tile"
 ROLES = (GRID, SERIAL, TILE)
@@ -125,6 +127,16 @@ class ScanMark:
     buffer: str
     axis: str
     combiner: str
+
+
+@dataclass(frozen=True)
+class SplitMark:
+    """A contraction's reduction loop split across programs (SplitReduction): the block it marks
+    computes partial sums over `splits` slices of the loop, spatial in the slice; the block `of`
+    (the original one) sums the partials."""
+
+    splits: int
+    of: str
 
 
 @dataclass
@@ -332,6 +344,24 @@ def scan_mark(block: s_tir.SBlock) -> ScanMark | None:
         raise ContractError(where, f"scan combiner must be one of {', '.join(SCAN_COMBINERS)}, not {combiner!r}")
     return ScanMark(_text(fields.get("buffer"), where, "scan buffer"), _text(fields.get("axis"), where, "scan axis"),
                     combiner)
+
+
+def split_value(mark: SplitMark) -> dict:
+    return {"splits": mark.splits, "of": mark.of}
+
+
+def split_mark(block: s_tir.SBlock) -> SplitMark | None:
+    raw = block.annotations.get(SPLIT_KEY)
+    if raw is None:
+        return None
+    where = f"block {block.name_hint}"
+    if not hasattr(raw, "items"):
+        raise ContractError(where, f'annotation "{SPLIT_KEY}" must be a dict, not {raw!r}', writer="SplitReduction")
+    fields = dict(raw.items())
+    splits = _positive_int(fields.get("splits"), where, "splits")
+    if splits < 2:
+        raise ContractError(where, f"a split needs at least 2 slices, not {splits}", writer="SplitReduction")
+    return SplitMark(splits, _text(fields.get("of"), where, "split of"))
 
 
 def is_tiled(stmt) -> bool:

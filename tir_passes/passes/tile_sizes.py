@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.analyses.nest import next_power_of_two, power_of_two_floor
 from tir_passes.infra.dtypes import element_bytes
@@ -112,3 +114,65 @@ def stepped_size(size: int, rows: int) -> int:
     """The tile of a loop stepped by a serial loop in a program that keeps `rows` rows: within the
     program's element budget (a whole-row tile would not be stepped)."""
     return max(1, min(size, power_of_two_floor(max(1, ROW_ELEMENTS_PER_PROGRAM // rows))))
+
+
+# --- split-K: the reduction of a contraction split across programs (SplitReduction) ----------------
+KERNEL_SECONDS = 5e-6            # a launch, ramp-up and drain (the hardware model's LAUNCH_SECONDS)
+MEMORY_LATENCY_SECONDS = 600e-9  # DRAM latency under load (the hardware model's): Little's law
+MIN_SPLIT_STEPS = 4              # K steps of BLOCK_K each split keeps, so its pipeline still fills
+MAX_SPLITS = 32
+
+
+@dataclass(frozen=True)
+class SplitPrice:
+    """The model's time of a contraction with its K loop split `splits` ways (1: not split)."""
+
+    splits: int
+    programs: int
+    seconds: float
+
+
+def split_price(spec: GpuSpec, dtype: str, out_bytes: int, extents: dict[str, int], splits: int,
+                batch: int = 1) -> SplitPrice:
+    """`batch` independent contractions (the other spatial loops: program ids too). Operand bytes over the bandwidth the programs' loads in flight sustain (Little's law: a
+    program keeps (stages - 1) K steps of operand tiles in flight), or the tensor cores' time, in
+    waves of programs; a split adds its fp32 partials' round trip and the reduce kernel's launch."""
+    sizes = contraction_sizes(spec, dtype, extents)
+    elt = element_bytes(dtype)
+    m, n, k = extents["M"], extents["N"], extents["K"]
+    tiles = -(-m // sizes["M"]) * -(-n // sizes["N"]) * batch
+    programs = tiles * splits
+    bandwidth = spec.model_copy_bandwidth_gbs * 1e9
+    in_flight = min(programs, spec.multiprocessors * 4) * (PIPELINE_STAGES - 1) * \
+        (sizes["M"] + sizes["N"]) * sizes["K"] * elt
+    hiding = min(1.0, in_flight / (bandwidth * MEMORY_LATENCY_SECONDS))
+    waves = -(-programs // spec.multiprocessors)
+    wave_efficiency = programs / (waves * spec.multiprocessors)
+    operand_bytes = ((m * k + n * k) * elt + m * n * out_bytes) * batch
+    flops = 2 * m * n * k * batch
+    peak = (spec.fp16_tensor_tflops or spec.fp32_tflops or 1.0) * 1e12 * 0.7
+    seconds = KERNEL_SECONDS + max(operand_bytes / (bandwidth * hiding), flops / (peak * wave_efficiency))
+    if splits > 1:
+        seconds += KERNEL_SECONDS + 2 * splits * m * n * batch * 4 / bandwidth
+    return SplitPrice(splits, programs, seconds)
+
+
+def split_k_factor(spec: GpuSpec, dtype: str, out_bytes: int, extents: dict[str, int | None],
+                   batch: int = 1) -> SplitPrice:
+    """The cheapest split of a contraction's K loop by the price above: powers of two that divide K,
+    keep MIN_SPLIT_STEPS steps of BLOCK_K per split, and only while the M·N tiles alone do not fill
+    the GPU (a split adds work; it pays only by parallelism). Symbolic extents are not split."""
+    if any(extents.get(axis) is None for axis in ("M", "N", "K")):
+        return SplitPrice(1, 0, 0.0)
+    static = {axis: int(extents[axis]) for axis in ("M", "N", "K")}
+    best = split_price(spec, dtype, out_bytes, static, 1, batch)
+    if best.programs >= spec.multiprocessors:
+        return best
+    block_k = contraction_sizes(spec, dtype, static)["K"]
+    splits = 2
+    while splits <= MAX_SPLITS and static["K"] % splits == 0 and static["K"] // splits >= MIN_SPLIT_STEPS * block_k:
+        price = split_price(spec, dtype, out_bytes, static, splits, batch)
+        if price.seconds < best.seconds:
+            best = price
+        splits *= 2
+    return best
