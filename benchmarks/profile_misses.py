@@ -41,7 +41,9 @@ STALLS = ["long_scoreboard", "short_scoreboard", "barrier", "math_pipe_throttle"
           "drain", "sleeping", "tex_throttle", "imc_miss", "math"]
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 PEER_KERNELS = {   # the kernels each peer launches, as ncu's -k regex (torch.compile: Triton kernels)
-    "torch.compile": "regex:^triton_", "cuBLAS": "regex:(gemm|sm90|cutlass|Kernel)", "SDPA flash": "regex:flash",
+    "torch.compile": "regex:^triton_", "cuBLAS": "regex:(gemm|gemv|sm90|cutlass|Kernel)", "SDPA flash": "regex:flash",
+    "SDPA efficient": "regex:(fmha|efficient|cutlass)", "SDPA cuDNN": "regex:(cudnn|sm90|fmha)",
+    "SDPA default": "regex:(cudnn|flash|fmha|sm90)",
 }
 
 

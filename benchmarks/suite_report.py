@@ -25,6 +25,19 @@ def peer_us(case: dict, peer: str) -> float | None:
     return ((case.get("peers") or {}).get(peer) or {}).get("us")
 
 
+BEST = "the best peer"   # a goal's peer: whichever peer was fastest (and correct) in this run
+
+
+def best_peer(case: dict) -> tuple[str, float] | None:
+    """(name, µs) of the fastest peer whose output was right, or None."""
+    timed = [(entry["us"], name) for name, entry in (case.get("peers") or {}).items()
+             if entry.get("us") is not None and entry.get("ok", True)]
+    if not timed:
+        return None
+    us, name = min(timed)
+    return name, us
+
+
 def copy_fraction(case: dict, copy_gbps: float | None) -> float | None:
     us = ours_us(case)
     if not (us and copy_gbps and case.get("bytes")):
@@ -42,7 +55,11 @@ def evaluate_goals(case: dict, copy_gbps: float | None) -> list[tuple[str, str, 
         verdicts.append((f"≥ {goal['copy_fraction']:.0%} of copy", measured,
                          None if fraction is None else fraction >= goal["copy_fraction"]))
     for peer, minimum in goal.get("versus") or ():
-        theirs = peer_us(case, peer)
+        if peer == BEST:
+            best = best_peer(case)
+            peer, theirs = (f"{BEST} ({best[0]})", best[1]) if best else (BEST, None)
+        else:
+            theirs = peer_us(case, peer)
         ratio = theirs / us if (theirs and us) else None
         wanted = f"≥ {minimum:.0%} of {peer}" if minimum < 1 else f"≥ {minimum:.2f}× {peer}"
         measured = "n/a" if ratio is None else (f"{ratio:.1%} of {peer}" if minimum < 1 else f"{ratio:.2f}× {peer}")

@@ -1,6 +1,6 @@
 """The torch side of the benchmark suite (torch only, no TVM): for each program kind, its
-reference in float64 and what a user would run instead (torch eager, torch.compile, cuBLAS,
-SDPA's flash backend).
+reference in float64 and what a user would run instead (torch eager, torch.compile, cuBLAS through
+`torch.matmul` and `F.linear`, SDPA's default path and each of its backends by name).
 
 Arguments arrive as the generated module takes them, in the PrimFunc's parameter order (the
 suite builds them from the module's PARAMS). A program kind gives
@@ -49,6 +49,11 @@ def _transpose_ref(args):
 def _matmul_ref(args):
     a, b = _f64(args)[:2]
     return {2: a @ b}
+
+
+def _linear_ref(args):
+    x, w = _f64(args)[:2]
+    return {2: x @ w.T}
 
 
 def _scores_ref(args):
@@ -129,21 +134,48 @@ def _eager_and_compiled(function, arity: int):
     return peers
 
 
-def _cublas(device):
-    return {"cuBLAS": lambda args: torch.matmul(args[0], args[1])}
+def _matmul(a, b):
+    return torch.matmul(a, b)
+
+
+def _linear(x, w):
+    return F.linear(x, w)
+
+
+def _cublas_and_compiled(function):
+    """cuBLAS through torch's own call, and torch.compile of the same call (inductor's default mode,
+    which may pick cuBLAS or one of its Triton templates)."""
+    def peers(device):
+        compiled = _compiled(function, device)
+        return {"cuBLAS": lambda args: function(args[0], args[1]),
+                "torch.compile": lambda args: compiled(args[0], args[1])}
+    return peers
+
+
+# SDPA's backends by name (torch.nn.attention.SDPBackend); "SDPA default" is what a user gets
+SDPA_BACKENDS = (("SDPA flash", "FLASH_ATTENTION"), ("SDPA efficient", "EFFICIENT_ATTENTION"),
+                 ("SDPA cuDNN", "CUDNN_ATTENTION"))
 
 
 def _sdpa(causal: bool):
     def peers(device):
-        def flash(args):
+        def default(args):
             q, k, v = args[:3]
-            if device != "cuda":  # no flash kernel on the CPU: the smoke run takes the default
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            from torch.nn.attention import SDPBackend, sdpa_kernel
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        return {"SDPA flash": flash}
+        def backend(name):
+            def call(args):
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+
+                q, k, v = args[:3]
+                with sdpa_kernel(getattr(SDPBackend, name)):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return call
+
+        found = {"SDPA default": default}
+        if device == "cuda":  # the backends by name are GPU kernels; the smoke run has the default
+            found.update({label: backend(name) for label, name in SDPA_BACKENDS})
+        return found
     return peers
 
 
@@ -208,7 +240,8 @@ PROGRAMS = {
     "layernorm": (_layernorm_ref, _eager_and_compiled(_layernorm, 3)),
     "bias_gelu_residual": (_bias_gelu_residual_ref, _eager_and_compiled(_bias_gelu_residual, 3)),
     "transpose": (_transpose_ref, _eager_and_compiled(_transpose, 1)),
-    "matmul": (_matmul_ref, _cublas),
+    "matmul": (_matmul_ref, _cublas_and_compiled(_matmul)),
+    "linear": (_linear_ref, _cublas_and_compiled(_linear)),
     "attention_scores": (_scores_ref, _eager_and_compiled(_scores, 2)),
     "attention": (lambda args: _attention_ref(args, causal=False), _sdpa(causal=False)),
     "attention_causal": (lambda args: _attention_ref(args, causal=True), _sdpa(causal=True)),

@@ -87,6 +87,16 @@ def test_goals_are_evaluated_from_the_run():
     assert suite_report.evaluate_goals({"goal": {"max_us": 32}}, None) == [("≤ 32 µs", "n/a", None)]
 
 
+def test_a_goal_against_the_best_peer_takes_the_fastest_correct_one():
+    case = {"goal": {"versus": [[suite_report.BEST, 0.9]]}, "ours": {"us": 10.0},
+            "peers": {"SDPA flash": {"us": 12.0, "ok": True}, "SDPA cuDNN": {"us": 8.0, "ok": True},
+                      "SDPA efficient": {"us": 5.0, "ok": False}, "SDPA default": {"error": "no kernel"}}}
+    assert suite_report.best_peer(case) == ("SDPA cuDNN", 8.0)
+    assert suite_report.evaluate_goals(case, None) == [
+        ("≥ 90% of the best peer (SDPA cuDNN)", "80.0% of the best peer (SDPA cuDNN)", False)]
+    assert suite_report.evaluate_goals({"goal": case["goal"], "ours": {"us": 1.0}, "peers": {}}, None)[0][2] is None
+
+
 def test_the_table_rewrites_only_its_section_and_keeps_the_json(tmp_path):
     docs = tmp_path / "benchmarks.md"
     docs.write_text(f"# Benchmarks\n\nintro\n\n{suite_report.BEGIN}\nold table\n{suite_report.END}\n\n## Older runs\n")
