@@ -148,6 +148,9 @@ class Reduce:
     axes: tuple[str, ...]
     dtype: str
     dims: tuple[str, ...]
+    # a float max/min is NaN when an element is (torch.amax's meaning); False where no NaN can be
+    # observed through it (reductions.nan_unobservable): the printer then skips the extra reduction
+    propagate_nan: bool = True
 
 
 @dataclass(frozen=True)

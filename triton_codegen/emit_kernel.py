@@ -402,7 +402,7 @@ class KernelPrinter:
         x = self.name_of(expr.x)
         axes = sorted((list(expr.x.dims).index(a) for a in expr.axes), reverse=True)
         text = self._reduced(expr.kind, x, axes)
-        if expr.kind in ("max", "min") and expr.x.dtype.startswith(("float", "bfloat")):
+        if expr.kind in ("max", "min") and expr.x.dtype.startswith(("float", "bfloat")) and expr.propagate_nan:
             # tl.max/tl.min drop NaN; torch.amax/amin propagate it: a NaN anywhere makes the result NaN
             has_nan = self._reduced("max", f"({x} != {x}).to(tl.int8)", axes)
             text = f'tl.where({has_nan} > 0, float("nan"), {text})'

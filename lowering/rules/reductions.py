@@ -230,8 +230,22 @@ def _as_reduce(lowering, acc: Accumulator, rhs: Expr) -> Expr:
     value = _spread_over_reduction_tiles(lowering, acc, value)
     axes = tuple(d for d in value.dims if d not in acc.dims)
     if axes:
-        value = Reduce(acc.kind, value, axes, acc.dtype, tuple(d for d in value.dims if d not in axes))
+        value = Reduce(acc.kind, value, axes, acc.dtype, tuple(d for d in value.dims if d not in axes),
+                       propagate_nan=not nan_unobservable(lowering, acc))
     return combine(acc.kind, _carried(lowering, acc), value, lowering.merge_dims(acc.dims, value.dims))
+
+
+def nan_unobservable(lowering, acc: Accumulator) -> bool:
+    """Whether a NaN element may be dropped by this tile's max: the block is an online shift
+    (OnlineShift) whose running maximum is an intermediate. The sums that read the shift gain
+    u * exp(c * (x - shift)) per element whatever the shift is (online_contract.py), so a NaN
+    element reaches them, and through them every output, by its own exponential; the shift itself
+    is never stored. Then the NaN check of the tile's maximum (a second reduction) is redundant."""
+    mark = online_shift(acc.realize.block)
+    if mark is None or acc.kind not in ("max", "min"):
+        return False
+    params = {str(p.name) for p in lowering.func.params if tirx.is_buffer_var(p)}
+    return mark.shift not in params and mark.previous not in params
 
 
 def _spread_over_reduction_tiles(lowering, acc: Accumulator, value: Expr) -> Expr:

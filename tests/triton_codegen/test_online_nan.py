@@ -1,0 +1,46 @@
+"""A NaN in attention's inputs reaches the rows that read it without a NaN check on the running
+maximum (an online shift's maximum is never observable: reductions.nan_unobservable); a plain
+row maximum that is observable keeps the check."""
+
+import math
+
+import pytest
+import torch
+
+from triton_codegen import compile
+
+from attention import make_attention
+from softmax import make_softmax
+
+
+NAN_CHECK = ".to(tl.int8), axis="   # the extra reduction: does any element of the row differ from itself?
+
+
+def _pointer_kernel(source: str, name: str) -> str:
+    return next(k for k in source.split("@triton.jit")[1:] if k.lstrip().startswith(f"def {name}("))
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_nan_key_poisons_exactly_the_rows_that_see_it(causal):
+    kernel = compile(make_attention(1, 2, 37, 16, causal=causal), verify=False)
+    body = _pointer_kernel(kernel.source, "attention_kernel0")
+    assert "tl.max(" in body and NAN_CHECK not in body
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 37, 16, generator=generator).half() for _ in range(3))
+    k[0, 1, 20, 3] = float("nan")
+    out = torch.full_like(q, 0.5)
+    kernel(q, k, v, out, interpret=True)
+    scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(16)
+    if causal:
+        scores = scores.masked_fill(~torch.ones(37, 37, dtype=torch.bool).tril(), float("-inf"))
+    expected = torch.softmax(scores, dim=-1) @ v.double()
+    assert torch.equal(out.isnan(), expected.isnan())          # head 1, rows that see key 20 (all, or 20..36)
+    assert expected.isnan().any() and not expected[0, 0].isnan().any()
+    finite = ~expected.isnan()
+    assert torch.allclose(out.double()[finite], expected[finite], atol=2e-3)
+
+
+def test_an_observable_row_maximum_keeps_its_nan_check():
+    kernel = compile(make_softmax(37, 48, "float16"), verify=False)
+    assert NAN_CHECK in _pointer_kernel(kernel.source, "softmax_kernel0")
