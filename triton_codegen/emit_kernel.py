@@ -120,6 +120,7 @@ INTEGER_RULES = {  # integers have no NaN to propagate: the plain forms read bet
 }
 
 _HALF = ("float16", "bfloat16")
+LOG2_E = 1.4426950408889634
 _SAME_WIDTH_INT = {"float16": "tl.int16", "bfloat16": "tl.int16", "float32": "tl.int32", "float64": "tl.int64"}
 _OPERAND_NAMES = {"x": "arg", "a": "lhs", "b": "rhs"}  # temporaries for operands read more than once
 _NAMED = (Load, Reduce, Scan, Dot, Where)
@@ -264,7 +265,27 @@ class KernelPrinter:
     def _render_unary(self, expr: Unary) -> str:
         if expr.op == "not" and not expr.x.dims:  # `~True` is -2 when the interpreter hands over a Python bool
             return f"({self.name_of(expr.x)} == 0)"
+        if expr.op == "exp":
+            folded = self._exp_of_shifted(expr)
+            if folded is not None:
+                return folded
         return self._formula(UNARY_RULES[expr.op], {"x": expr.x}, expr.dtype, expr.dims)
+
+    def _exp_of_shifted(self, expr: Unary) -> str | None:
+        """exp((a - b) * c) in float32, for a constant c (or none), as exp2(a * c' - b * c') with
+        c' = c · log2(e): one fused multiply-add per element (b · c' is computed at b's shape, a
+        row of a softmax), where exp's own lowering multiplies by log2(e) after the subtraction
+        and the scale. The online softmax's exponentials have this form."""
+        x, scale = expr.x, 1.0
+        if isinstance(x, Binary) and x.op == "*" and isinstance(x.b, Const) and not x.b.dims:
+            x, scale = x.a, float(x.b.value)
+        elif isinstance(x, Binary) and x.op == "*" and isinstance(x.a, Const) and not x.a.dims:
+            x, scale = x.b, float(x.a.value)
+        if not (isinstance(x, Binary) and x.op == "-" and expr.dtype == "float32"
+                and x.a.dtype == x.b.dtype == "float32" and math.isfinite(scale) and scale > 0):
+            return None
+        factor = format_float(scale * LOG2_E)
+        return f"tl.exp2({self.render(x.a, expr.dims)} * {factor} - {self.render(x.b, expr.dims)} * {factor})"
 
     def _render_binary(self, expr: Binary) -> str:
         if expr.op in ("and", "or") and bool(expr.a.dims) != bool(expr.b.dims):
