@@ -26,12 +26,13 @@ from tir_passes.analyses.nest import conjuncts
 from tir_passes.infra.names import python_name
 from tir_passes.infra.pass_util import root_block, source_line, top_level_statements
 from tir_passes.contracts.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile, scan_mark
+from tir_passes.analyses.tile_window import WalkedAxis, interior_range, window_implies
 
 from lowering.rules import reductions
 from lowering.rules.accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
 from lowering.rules.exprs import cast, check_dtype, fold_binary, lower_expr
 from lowering.rewrites.hoist_loads import hoist_invariant_loads
-from lowering.rules.kernel_scope import KernelScope, build_scope, window_names
+from lowering.rules.kernel_scope import TILE_ARITHMETIC, KernelScope, build_scope, window_names
 from lowering.rewrites.param_reads import with_reads
 from lowering.rules.scans import ScanState
 from lowering.rules.param_shapes import shape_entry
@@ -107,6 +108,10 @@ def _lower_shape_scalar(expr) -> Expr:
     raise UnsupportedConstructError(f"scratch buffer dimension {expr} must be a constant or a shape variable")
 
 
+def _key_of(loop: tirx.For) -> int:
+    return loop.loop_var.__chandle__()
+
+
 # The statement rules, one per TIR statement type, at the two places a statement can stand: between
 # a kernel's loops (outside any block body) and inside a block's body. The capability check
 # (support.py) accepts exactly these, so nothing passes it that the lowering then refuses.
@@ -157,6 +162,8 @@ class KernelLowering:
         self.scans = ScanState()
         self.combines: list[SelectCombine] = []   # generated functions this kernel calls, first use first
         self.counter = 0
+        self.realize = None     # the block being lowered
+        self.interior = None    # in a window's interior tiles: condition -> its value there (True/False/None)
 
     # --- the walk ----------------------------------------------------------------------
     def lower(self, stmt: tirx.Stmt) -> TileKernel:
@@ -232,19 +239,55 @@ class KernelLowering:
         carries = self.scans.open_for_loop(self, loop)
         start = (plan.first or Const(0, "int32")) if plan.partner_of else self.lower_scalar(loop.min)
         stop = plan.count if plan.partner_of else fold_binary("+", start, plan.count, "int32", ())
+        segments = [(start, stop, None)]
         if plan.first is not None:   # a windowed walk: its bounds named, as the TileWindow says them
             first, last = window_names(plan.name)
             start = start if isinstance(start, Const) else self._named_bound(first, start)
             stop = self._named_bound(last, stop)
-        self.emitted.append([])
-        self.lower_stmt(loop.body)
-        if plan.carries:  # the next iteration reads what this one stored
-            self.emit(Barrier(f"loop {plan.name} carries a dependence through {', '.join(plan.carries)}"))
-        body = self.emitted.pop()
-        self.emit(Loop(plan.name, start, stop, tuple(body)))
+            segments = self._window_segments(loop, plan, start, stop)
+        for seg_start, seg_stop, interior in segments:
+            self.emitted.append([])
+            self.interior = interior
+            self.lower_stmt(loop.body)
+            self.interior = None
+            if plan.carries:  # the next iteration reads what this one stored
+                self.emit(Barrier(f"loop {plan.name} carries a dependence through {', '.join(plan.carries)}"))
+            body = self.emitted.pop()
+            if interior is not None:
+                self.emit(Comment(f"tiles of {plan.partner_of} inside the window for every row: no window mask"))
+            self.emit(Loop(plan.name, seg_start, seg_stop, tuple(body)))
         self.reductions.close(self, opened)
         self.scans.close(carries)
         self._sync_if_pending()
+
+    def _window_segments(self, loop: tirx.For, plan, start, stop) -> list[tuple]:
+        """A windowed walk as up to three loops over its tiles: those the window's masks cut (the
+        diagonal tiles of causal attention), those wholly inside the window for every row of the
+        row tile, whose selects on j - r are decided (tile_window.window_implies: no mask), and the
+        cut ones past them. Each is the same body; the accumulators run through all three."""
+        window = loop_tile(loop).window
+        inner = next((p for p in self.scope.plans.values() if p.kind == "tile" and p.name == plan.partner_of), None)
+        rows_outer = next((p for p in self.scope.plans.values() if p.partner_of == window.rows and p.kind == GRID), None)
+        rows, cols = self.scope.dim(window.rows), self.scope.dim(plan.partner_of)
+        if inner is None or rows_outer is None or rows is None or cols is None:
+            return [(start, stop, None)]
+        first, last = interior_range(window, Scalar(rows_outer.name, "int32"), Scalar(rows.block, "int32"),
+                                     Scalar(cols.block, "int32"), start, stop, TILE_ARITHMETIC,
+                                     name_first=lambda value: self._named_bound(f"{plan.name}_inside", value))
+        if window.high is not None:
+            last = self._named_bound(f"{plan.name}_past", last)
+        walk = WalkedAxis(loop, inner.loop, cols.default)
+        enclosing = [p.loop for p in self.scope.plans.values()]
+        tiles = {_key_of(p.loop): loop_tile(p.loop) for p in self.scope.plans.values()}
+
+        def decided(condition):
+            return window_implies(condition, self.realize, walk, enclosing, tiles, window)
+
+        segments = [(start, first, None)] if window.low is not None else []
+        segments.append((first, last, decided))
+        if window.high is not None:
+            segments.append((last, stop, None))
+        return segments
 
     def _named_bound(self, name: str, value) -> Scalar:
         self.emit(Assign(name, value, "int32", ()))
@@ -294,8 +337,9 @@ class KernelLowering:
         """While lowering one block: its variables' tile expressions, its conditions, its
         predicate as an analyzer fact, and its line for messages (also where a reduction's
         registers open, before the walk reaches the block)."""
-        saved = (self.block_env, self.conditions, self.location)
+        saved = (self.block_env, self.conditions, self.location, self.realize)
         self.location = self._block_location(realize.block)
+        self.realize = realize
         self.block_env = {iv.var.__chandle__(): lower_expr(self, value)
                           for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
         self.conditions = self.block_conditions(realize)
@@ -303,7 +347,7 @@ class KernelLowering:
             with self.scope.analyzer.constraint_scope(realize.predicate):
                 yield
         finally:
-            self.block_env, self.conditions, self.location = saved
+            self.block_env, self.conditions, self.location, self.realize = saved
 
     def block_conditions(self, realize) -> list[Condition]:
         conditions: list[Condition] = []

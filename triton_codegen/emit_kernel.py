@@ -285,7 +285,12 @@ class KernelPrinter:
                 and x.a.dtype == x.b.dtype == "float32" and math.isfinite(scale) and scale > 0):
             return None
         factor = format_float(scale * LOG2_E)
-        return f"tl.exp2({self.render(x.a, expr.dims)} * {factor} - {self.render(x.b, expr.dims)} * {factor})"
+        minuend, inner = x.a, scale
+        if isinstance(minuend, Binary) and minuend.op == "*" and isinstance(minuend.b, Const) and not minuend.b.dims \
+                and minuend.a.dtype == "float32" and self.lookup(minuend) is None:
+            minuend, inner = minuend.a, scale * float(minuend.b.value)   # (s * c2) · c' as s · (c2 · c')
+        return (f"tl.exp2({self.render(minuend, expr.dims)} * {format_float(inner * LOG2_E)} - "
+                f"{self.render(x.b, expr.dims)} * {factor})")
 
     def _render_binary(self, expr: Binary) -> str:
         if expr.op in ("and", "or") and bool(expr.a.dims) != bool(expr.b.dims):

@@ -29,6 +29,7 @@ import tvm
 from tvm import tirx
 
 from tir_passes.errors import UnsupportedConstructError
+from tir_passes.analyses.nest import conjuncts
 
 from lowering.ops import BINARY_INTRINSICS, UNARY_INTRINSICS, fold
 from lowering.tile_ir import Binary, Cast, Const, Expr, Unary, Where
@@ -226,7 +227,10 @@ def _bitnot(ctx, expr, guards) -> Expr:
 
 @rule(tirx.Select)
 def _select(ctx, expr, guards) -> Expr:
-    cond = lower_expr(ctx, expr.condition, guards)
+    condition = decided_condition(ctx, expr.condition)
+    if isinstance(condition, bool):
+        return operand(ctx, expr.true_value if condition else expr.false_value, guards)
+    cond = lower_expr(ctx, condition, guards)
     if _scalar_const(cond):  # a condition that folded: the one value it picks
         return operand(ctx, expr.true_value if cond.value else expr.false_value, guards)
     # Select evaluates both sides: loads in them need no extra guard
@@ -307,8 +311,34 @@ def _call(ctx, expr, guards) -> Expr:
     raise UnsupportedConstructError(f"{ctx.where()}: the call `{expr}` ({name}) has no Triton mapping")
 
 
+def decided_condition(ctx, cond_tir):
+    """`cond_tir` with the conjuncts the context decides (a window's interior tiles: their masks
+    hold everywhere) dropped; a Python bool when that decides it all; else the TIR condition."""
+    decide = getattr(ctx, "interior", None)
+    if decide is None:
+        return cond_tir
+    whole = decide(cond_tir)
+    if whole is not None:
+        return whole
+    parts = conjuncts(cond_tir)
+    kept = [c for c in parts if decide(c) is not True]
+    if any(decide(c) is False for c in parts):
+        return False
+    if not kept:
+        return True
+    if len(kept) == len(parts):
+        return cond_tir
+    result = kept[0]
+    for extra in kept[1:]:
+        result = tirx.And(result, extra)
+    return result
+
+
 def _if_then_else(ctx, expr, guards) -> Expr:
     cond_tir, then_tir, else_tir = expr.args
+    cond_tir = decided_condition(ctx, cond_tir)
+    if isinstance(cond_tir, bool):
+        return operand(ctx, then_tir if cond_tir else else_tir, guards)
     cond = lower_expr(ctx, cond_tir, guards)
     if _scalar_const(cond):  # a condition that folded: only the taken side exists (and is read)
         return operand(ctx, then_tir if cond.value else else_tir, guards)

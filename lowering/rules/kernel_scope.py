@@ -151,7 +151,7 @@ def _add(a: Expr, b: Expr) -> Expr:
     return fold_binary("+", a, b, "int32", ())
 
 
-_TILE_ARITHMETIC = Arithmetic(
+TILE_ARITHMETIC = Arithmetic(
     const=lambda v: Const(v, "int32"), add=_add,
     mul=lambda a, b: fold_binary("*", a, b, "int32", ()), floordiv=lambda a, b: fold_binary("//", a, b, "int32", ()),
     cdiv=lambda a, b: Binary("cdiv", a, b, "int32", ()), min=lambda a, b: Binary("min", a, b, "int32", ()),
@@ -174,7 +174,7 @@ def _window_bounds(scope: KernelScope, loop: tirx.For, window: TileWindow, inner
                             "tile axis split over program ids around it")
     first_name = window_names(loop_name)[0]
     return window_range(window, Scalar(rows_outer.name, "int32"), Scalar(rows.block, "int32"),
-                        Scalar(inner_tile.block, "int32"), tiles, _TILE_ARITHMETIC,
+                        Scalar(inner_tile.block, "int32"), tiles, TILE_ARITHMETIC,
                         name_start=lambda start: Scalar(first_name, "int32"))
 
 

@@ -111,3 +111,30 @@ def test_attention_weights_are_not_split():
     # one head of 4096 rows is 32 row tiles: few programs, but P·V's operand is computed (OnlineSoftmax's)
     func = hoist_allocations(make_attention(1, 1, 4096, 64))
     assert split_reduction(func, H200).same_as(func)
+
+
+def test_the_contract_check_verifies_the_split():
+    import tvm
+    import tvm_ffi
+    from tvm import s_tir
+
+    from tir_passes.infra.pass_util import replace_block
+    from tir_passes.checks.verify_contract import check_contract
+
+    func = _split(make_linear(16, 256, 2048))
+    assert check_contract(tvm.IRModule({"main": func})) == []
+
+    def wrong_count(block):
+        if split_mark(block) is None:
+            return block
+        return replace_block(block, annotations={"tile.split": {"splits": 3, "of": "acc"}})
+
+    def wrong_sum(block):
+        if split_mark(block) is None:
+            return block
+        return replace_block(block, annotations={"tile.split": {"splits": split_mark(block).splits, "of": "Y"}})
+
+    for rewrite, message in ((wrong_count, "first axis"), (wrong_sum, "must sum its partials")):
+        broken = func.with_body(tvm_ffi.structural_map(func.body, [(s_tir.SBlock, rewrite)]))
+        problems = check_contract(tvm.IRModule({"main": broken}))
+        assert len(problems) == 1 and message in problems[0]

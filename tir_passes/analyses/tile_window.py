@@ -505,3 +505,45 @@ def read_outside(body, loop: tirx.For) -> set[str]:
     return {region.source.name for realize, _ in block_sites(body) if realize.block.name_hint not in inside
             for region in realize.block.reads}
 
+
+
+# --- interior tiles: where the window's masks all hold ---------------------------------------------
+def window_implies(condition, realize, walk: WalkedAxis, enclosing, tiles: dict, window: TileWindow) -> bool | None:
+    """The value `condition` (a select's, over the block's variables) takes at every element of a
+    tile pair inside the window (every row of the row tile and every j of the j tile within
+    i + low <= j <= i + high), when its bound on j - r decides it: True where the window lies in
+    the condition's band, False where it lies outside; None otherwise (another condition, another
+    rows axis, or a band that cuts the window)."""
+    rows = _RowsAxis.find(enclosing, tiles)
+    band = _difference_bound(sym.Analyzer().simplify(condition), realize, walk, rows)
+    if band is None or band.rows != window.rows:
+        return None
+    if _within(window.low, window.high, band.low, band.high):
+        return True
+    below = band.high is not None and window.low is not None and window.low > band.high
+    above = band.low is not None and window.high is not None and window.high < band.low
+    return False if below or above else None
+
+
+def _within(low, high, band_low, band_high) -> bool:
+    """[low, high] (None: unbounded) inside [band_low, band_high]."""
+    return ((band_low is None or (low is not None and band_low <= low))
+            and (band_high is None or (high is not None and high <= band_high)))
+
+
+def interior_range(window: TileWindow, rows_outer, rows_block, cols_block, start, stop, ops: Arithmetic,
+                   name_first=lambda first: first):
+    """(first, stop) of the tiles of j whose every element, for every row of the current row tile,
+    lies inside the window, within [start, stop): j0 * B_j >= R + B_r - 1 + low and
+    (j0 + 1) * B_j - 1 <= R + high, R = rows_outer * B_r (first = start without low, stop without
+    high). `name_first` turns the first into what the stop reads of it."""
+    first_row = ops.mul(rows_outer, rows_block)
+    first = start
+    if window.low is not None:
+        lowest = ops.max(ops.const(0), ops.add(ops.add(first_row, rows_block), ops.const(window.low - 1)))
+        first = name_first(ops.min(stop, ops.max(start, ops.cdiv(lowest, cols_block))))
+    last = stop
+    if window.high is not None:
+        highest = ops.max(ops.const(0), ops.add(first_row, ops.const(window.high + 1)))
+        last = ops.max(first, ops.min(stop, ops.floordiv(highest, cols_block)))
+    return first, last

@@ -35,12 +35,12 @@ from tvm import sym, tirx
 
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, contraction_operands, loop_kind,
-                   loop_sites, realizes_under, uses_var, written_buffers)
+                   loop_sites, realizes_under, uses_var, written_buffers, is_reduction_block)
 from tir_passes.contracts.online_contract import online_rescale, online_shift
-from tir_passes.infra.pass_util import root_block, top_level_statements
+from tir_passes.infra.pass_util import root_block, static_int, top_level_statements
 from tir_passes.analyses.storage import decide_storage
 from tir_passes.contracts.tile_contract import (GRID, LIMITS, SERIAL, TILE, ContractError, LoopTile, TileWindow, dot_mark, kernel_tile,
-                            loop_tile, scan_mark)
+                            loop_tile, scan_mark, split_mark)
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 
 PROOF = sym.ProofStrength.SYMBOLIC_BOUND
@@ -53,6 +53,38 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
             params = {p.name for p in func.params if tirx.is_buffer_var(p)}
             for index, stmt in enumerate(top_level_statements(func)):
                 problems += [f"kernel {index}: {p}" for p in _kernel_problems(stmt, params, root_block(func).body)]
+            problems += _split_problems(func)
+    return problems
+
+
+def _split_problems(func: tirx.PrimFunc) -> list[str]:
+    """Every SplitMark (SplitReduction): the marked block writes partials over its first axis, a
+    spatial one of `splits` values, and the block it names sums them over a reduction axis."""
+    problems = []
+    sites = [realize for stmt in top_level_statements(func) for realize, _ in block_sites(stmt)]
+    by_name = {realize.block.name_hint: realize for realize in sites}
+    for realize in sites:
+        try:
+            mark = split_mark(realize.block)
+        except ContractError as err:
+            problems.append(str(err))
+            continue
+        if mark is None:
+            continue
+        name, block = realize.block.name_hint, realize.block
+        first = block.iter_vars[0] if block.iter_vars else None
+        written = written_buffers(block)
+        partials = written[0] if len(written) == 1 else None
+        if (first is None or first.iter_type != tirx.IterVar.DataPar or static_int(first.dom.extent) != mark.splits
+                or partials is None or static_int(partials.shape[0]) != mark.splits):
+            problems.append(f"split block {name}: its first axis and its partials' first dimension must be the "
+                            f"{mark.splits} splits (SplitReduction wrote this decision)")
+            continue
+        total = by_name.get(mark.of)
+        reads = {r.source.name for r in total.block.reads} if total is not None else set()
+        if total is None or partials.name not in reads or not is_reduction_block(total.block):
+            problems.append(f"split block {name}: block {mark.of} must sum its partials {partials.name} "
+                            "(SplitReduction wrote this decision)")
     return problems
 
 
