@@ -134,7 +134,7 @@ def test_the_contract_check_verifies_the_split():
             return block
         return replace_block(block, annotations={"tile.split": {"splits": split_mark(block).splits, "of": "Y"}})
 
-    for rewrite, message in ((wrong_count, "first axis"), (wrong_sum, "must sum its partials")):
+    for rewrite, message in ((wrong_count, "spatial axis of the 3 splits"), (wrong_sum, "must sum its partials")):
         broken = func.with_body(tvm_ffi.structural_map(func.body, [(s_tir.SBlock, rewrite)]))
         problems = check_contract(tvm.IRModule({"main": broken}))
         assert len(problems) == 1 and message in problems[0]

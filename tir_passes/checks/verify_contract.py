@@ -58,8 +58,8 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
 
 
 def _split_problems(func: tirx.PrimFunc) -> list[str]:
-    """Every SplitMark (SplitReduction): the marked block writes partials over its first axis, a
-    spatial one of `splits` values, and the block it names sums them over a reduction axis."""
+    """Every SplitMark (SplitReduction): the marked block writes partials over a spatial axis of
+    `splits` values, and the block it names sums them over a reduction axis."""
     problems = []
     sites = [realize for stmt in top_level_statements(func) for realize, _ in block_sites(stmt)]
     by_name = {realize.block.name_hint: realize for realize in sites}
@@ -72,12 +72,13 @@ def _split_problems(func: tirx.PrimFunc) -> list[str]:
         if mark is None:
             continue
         name, block = realize.block.name_hint, realize.block
-        first = block.iter_vars[0] if block.iter_vars else None
         written = written_buffers(block)
         partials = written[0] if len(written) == 1 else None
-        if (first is None or first.iter_type != tirx.IterVar.DataPar or static_int(first.dom.extent) != mark.splits
-                or partials is None or static_int(partials.shape[0]) != mark.splits):
-            problems.append(f"split block {name}: its first axis and its partials' first dimension must be the "
+        slice_axes = [iv for iv in block.iter_vars
+                      if iv.iter_type == tirx.IterVar.DataPar and static_int(iv.dom.extent) == mark.splits]
+        # BufferLayout may move the slice axis of the partials (their layout is its decision)
+        if not slice_axes or partials is None or mark.splits not in [static_int(d) for d in partials.shape]:
+            problems.append(f"split block {name}: it must write its partials over a spatial axis of the "
                             f"{mark.splits} splits (SplitReduction wrote this decision)")
             continue
         total = by_name.get(mark.of)
