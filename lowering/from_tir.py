@@ -267,7 +267,8 @@ class KernelLowering:
         cut ones past them. Each is the same body; the accumulators run through all three."""
         window = loop_tile(loop).window
         inner = next((p for p in self.scope.plans.values() if p.kind == "tile" and p.name == plan.partner_of), None)
-        rows_outer = next((p for p in self.scope.plans.values() if p.partner_of == window.rows and p.kind == GRID), None)
+        plans = list(self.scope.plans.values())
+        rows_outer = next((p for p in plans if p.partner_of == window.rows and p.kind == GRID), None)
         rows, cols = self.scope.dim(window.rows), self.scope.dim(plan.partner_of)
         if inner is None or rows_outer is None or rows is None or cols is None:
             return [(start, stop, None)]

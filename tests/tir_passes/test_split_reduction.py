@@ -73,7 +73,8 @@ def test_fp16_accumulators_are_not_split():
 def test_the_price_prefers_a_split_only_where_programs_are_few():
     decode = {"M": 16, "N": 4096, "K": 4096}
     assert split_k_factor(H200, "float16", 2, decode).splits > 1
-    assert split_price(H200, "float16", 2, decode, 4).programs == 4 * split_price(H200, "float16", 2, decode, 1).programs
+    unsplit, split = (split_price(H200, "float16", 2, decode, splits) for splits in (1, 4))
+    assert split.programs == 4 * unsplit.programs
     assert split_k_factor(H200, "float16", 4, {"M": 4096, "N": 4096, "K": 4096}).splits == 1
     assert split_k_factor(H200, "float16", 4, {"M": None, "N": 4096, "K": 4096}).splits == 1
 

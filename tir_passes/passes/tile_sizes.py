@@ -134,9 +134,10 @@ class SplitPrice:
 
 def split_price(spec: GpuSpec, dtype: str, out_bytes: int, extents: dict[str, int], splits: int,
                 batch: int = 1) -> SplitPrice:
-    """`batch` independent contractions (the other spatial loops: program ids too). Operand bytes over the bandwidth the programs' loads in flight sustain (Little's law: a
+    """Operand bytes over the bandwidth the programs' loads in flight sustain (Little's law: a
     program keeps (stages - 1) K steps of operand tiles in flight), or the tensor cores' time, in
-    waves of programs; a split adds its fp32 partials' round trip and the reduce kernel's launch."""
+    waves of programs; a split adds its fp32 partials' round trip and the reduce kernel's launch.
+    `batch`: independent contractions (the other spatial loops, program ids too)."""
     sizes = contraction_sizes(spec, dtype, extents)
     elt = element_bytes(dtype)
     m, n, k = extents["M"], extents["N"], extents["K"]
