@@ -118,6 +118,10 @@ def stepped_size(size: int, rows: int) -> int:
 
 # --- split-K: the reduction of a contraction split across programs (SplitReduction) ----------------
 KERNEL_SECONDS = 5e-6            # a launch, ramp-up and drain (the hardware model's LAUNCH_SECONDS)
+# what a split adds beyond its partials' bytes: the sum kernel's launch, the scratch allocation and the
+# partial kernel's longer epilogue, measured on the H200 (2026-12-01, benchmarks/sota_sweep.py, 16×4096·4096ᵀ):
+# the best split of 2-16 slices took 47.3 µs, the best unsplit tile 20.1 µs
+SPLIT_SECONDS = 27e-6
 MEMORY_LATENCY_SECONDS = 600e-9  # DRAM latency under load (the hardware model's): Little's law
 MIN_SPLIT_STEPS = 4              # K steps of BLOCK_K each split keeps, so its pipeline still fills
 MAX_SPLITS = 32
@@ -154,7 +158,7 @@ def split_price(spec: GpuSpec, dtype: str, out_bytes: int, extents: dict[str, in
     peak = (spec.fp16_tensor_tflops or spec.fp32_tflops or 1.0) * 1e12 * 0.7
     seconds = KERNEL_SECONDS + max(operand_bytes / (bandwidth * hiding), flops / (peak * wave_efficiency))
     if splits > 1:
-        seconds += KERNEL_SECONDS + 2 * splits * m * n * batch * 4 / bandwidth
+        seconds += SPLIT_SECONDS + 2 * splits * m * n * batch * 4 / bandwidth
     return SplitPrice(splits, programs, seconds)
 
 
