@@ -17,8 +17,10 @@ The decision is the block's annotation "tile.split" (SplitMark, tile_contract.py
 it was split from. S is priced by tile_sizes.split_k_factor (the hardware model's terms: Little's
 law on the bytes in flight, waves, the partials' round trip and a second launch).
 
-Why: a decode step (16 rows times a 4096×4096 weight) is 32 programs of 16×128 on 132
-multiprocessors: a quarter of the GPU streams the weight. Split 4 ways, 128 programs do.
+Why: a contraction with few output tiles and a long reduction runs on a few multiprocessors: a
+16×128 output over K = 32768 is one program streaming 9 MiB (H200: 226.7 µs); split 32 ways, 32
+programs do (39.8 µs; docs/benchmarks.md, issue 17). A decode step's 32 tiles are not split: there
+the second kernel costs more than the parallelism hides (measured, tile_sizes.SPLIT_SECONDS).
 Assumes: HoistAllocations ran (intermediates are root allocations). Only perfect nests whose block
 is a contraction of two loaded operands into float32 (the partials' type; tl.dot accumulates in
 it) with static extents are split; symbolic shapes, fp16 accumulators, operands computed in
