@@ -50,6 +50,28 @@ def make_row_sum(N: int):
     return row_sum
 
 
+def make_row_sum_rewritten(N: int):
+    """make_row_sum as another user writes it: other names, the sum commuted, an intermediate."""
+    @T.prim_func(s_tir=True)
+    def total(data: T.handle, out: T.handle):
+        n = T.int32()
+        D = T.match_buffer(data, (n, N), "float32")
+        O = T.match_buffer(out, (n,), "float32")
+        acc = T.alloc_buffer((n,), "float32")
+        for r, c in T.grid(n, N):
+            with T.sblock("accumulate"):
+                vr, vc = T.axis.remap("SR", [r, c])
+                with T.init():
+                    acc[vr] = T.float32(0)
+                acc[vr] = D[vr, vc] + acc[vr]
+        for r in range(n):
+            with T.sblock("copy"):
+                vr = T.axis.remap("S", [r])
+                O[vr] = acc[vr]
+
+    return total
+
+
 def make_column_sum(M: int, C: int):
     """A reduction along the non-contiguous axis: the column tile decides how threads split it."""
     @T.prim_func(s_tir=True)
@@ -129,6 +151,17 @@ def test_every_config_of_the_module_gives_the_same_bits(name):
     func = make(33)
     kernel = compile(func, deterministic=True, verify=False)
     assert config_differences(kernel, func, {"rows": 33}) == []
+
+
+def test_the_pins_and_the_bits_survive_a_rewrite_of_the_program():
+    original, rewritten = make_row_sum(N), make_row_sum_rewritten(N)
+    kernels = [compile(f, deterministic=True, verify=False) for f in (original, rewritten)]
+    pins = [[(size, why) for _, size, why in k.program.kernels[0].pins] for k in kernels]
+    assert pins[0] == pins[1] and ("reduction" in {why for _, why in pins[0]})
+    data, scalars = fresh_arguments(original, {"rows": 33})
+    bits = outputs_bits(kernels[0], original, data, scalars)["Y"]
+    again = outputs_bits(kernels[1], rewritten, {"D": data["X"], "O": data["Y"]}, {"n": 33})["O"]
+    assert bits == again
 
 
 def test_without_the_flag_a_config_changes_the_bits():

@@ -16,7 +16,8 @@ Where each decision lives (`TileDecision` fields below):
   kernel's outer loop (or block)
       annotation "tile.kernel"    KernelTile num_warps, num_stages, group_m, which values written and
                                              read again in the kernel stay in registers, which go
-                                             through memory with a sync
+                                             through memory with a sync; deterministic kernels: the
+                                             Pins (BLOCK_* or num_warps, value, why) no config changes
   block annotation "tile.dot"     DotMark    the block is a tl.dot over tile axes (m, n, k)
   block annotation "tile.scan"    ScanMark   the block is a scan along a tile axis
   root block "tile.decisions"     text       why: one line per kernel, dependences, values spilled

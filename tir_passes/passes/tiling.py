@@ -16,7 +16,10 @@ loop carries the upper bound, so the numerics check runs it), and writes every d
 the tiling contract (tile_contract.py), the only form the lowering reads: {"tile": {"role": ..., "axis": ..., "block": ..., "size": ..., "extent": ...,
 "outer": ...}} on loops (a serial walk's "window": {"rows", "low", "high"}), {"tile.kernel": {...}} on each kernel's outermost loop, {"tile.dot": ...}
 on contraction blocks. The root block's "tile.decisions" says, per kernel, what was decided and
-why (dependences that keep loops serial, values that go through memory).
+why (dependences that keep loops serial, values that go through memory). With
+deterministic=True the plans pin every order-sensitive reduction's tiles and warps
+(tiling_plan._pin, analyses/determinism.py); the pins go in "tile.kernel" and the root block
+carries "tile.deterministic".
 Assumes: HoistAllocations, RemoveUnitLoops and NormalizeLoopStarts ran. Nests that are already
 tiled or bound to GPU threads (CUDA-style schedules) are left alone.
 """
