@@ -79,12 +79,16 @@ def narrowest_load(block: s_tir.SBlock) -> int:
 
 def reduces_along_contiguous(realize: s_tir.SBlockRealize, loops, tiled) -> bool:
     """Every load whose last (contiguous) index a tile loop drives is driven there by a
-    reduction loop: threads then lie along the reduced axis first (the accumulator's own reads
-    are registers, not loads)."""
+    reduction loop: threads then lie along the reduced axis first. Only loads that vary along the
+    reduction count (a per-row value broadcast along it, a running maximum, does not walk it), and
+    the accumulator's own reads are registers, not loads."""
     accesses = block_accesses(realize.block)
     written = {a.name for a in accesses if a.is_store}
+    reduce_vars = [iv.var for iv in realize.block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
     for access in accesses:
         if access.is_store or not access.indices or access.name in written:
+            continue
+        if not any(uses_var(index, var) for index in access.indices for var in reduce_vars):
             continue
         last = access.indices[-1]
         drivers = [l for l in loops if tiled(l) and _drives(realize, l, last)]
