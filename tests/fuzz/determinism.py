@@ -10,6 +10,8 @@ what tests/triton_codegen/test_determinism.py compares examples with.
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 
 from tir_passes.errors import UnsupportedConstructError
@@ -90,7 +92,6 @@ def run_deterministic(seeds, family: str | None = None) -> tuple[int, int, list[
     """(checked, refused, failures) over the seeds' programs (of `family`, else of FAMILIES in turn)."""
     from tests.fuzz.generator import generate
     from tests.fuzz.runner import load_program, write_program
-    import tempfile
 
     checked, refused, failures = 0, 0, []
     with tempfile.TemporaryDirectory(prefix="tir-triton-determinism-") as folder:

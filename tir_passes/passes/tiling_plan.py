@@ -492,9 +492,13 @@ def _pin(stmt, plan: KernelPlan, blocked: set[int]) -> None:
         plan.notes.append(f"deterministic: tl.dot tiles and {plan.num_warps} warps kept in every config")
         return
     scans = {block: (key, form.combiner, str(form.buffer.dtype)) for block, (key, form) in plan.scans.items()}
-    size = lambda loop: plan.tiles[_key(loop)].size if _key(loop) in plan.tiles else None  # noqa: E731
+    def size(loop):
+        return plan.tiles[_key(loop)].size if _key(loop) in plan.tiles else None
+
+    def free(loop):   # may become a tile: it carries no dependence
+        return _key(loop) not in blocked
+
     taken = {choice.axis for choice in plan.tiles.values()}
-    free = lambda loop: _key(loop) not in plan.carries and _key(loop) not in blocked  # noqa: E731
     for request in determinism.reduction_pins(stmt, size, scans, free):
         choice = plan.tiles.get(request.loop)
         if choice is None:   # a contiguous loop the plan left untiled: a tile of the pinned size
