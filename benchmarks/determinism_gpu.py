@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: Triton's interpreter (TRITON_INTERPRET=1), a smoke run
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: the interpreter (TRITON_INTERPRET=1), a smoke run
 DTYPES = {"float16": torch.float16, "float32": torch.float32, "bfloat16": torch.bfloat16}
 BYTES = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -66,7 +66,7 @@ def check(folder: str, entry: dict, batches: list[int]) -> dict:
             try:
                 if not torch.equal(run(module, entry, tensors, largest), reference):
                     differing.append({"kernel": name, "config": config})
-            except Exception as err:  # a config the GPU refuses is reported, not counted as equal
+            except Exception as err:  # noqa: BLE001  a config the GPU refuses is reported, not counted as equal
                 differing.append({"kernel": name, "config": config, "error": str(err).splitlines()[0][:200]})
             finally:
                 module.CHOSEN[name] = default
@@ -85,7 +85,8 @@ def main(folder: str, out: str | None) -> int:
         flag = "with the flag" if entry["deterministic"] else "without"
         print(f"{entry['name']} {flag}: rows {result['rows_equal']}, {len(result['configs_differing'])} of "
               f"{result['configs']} configs differ -> {'EQUAL' if result['bitwise_equal'] else 'differs'}", flush=True)
-    report = {"device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (interpreter)", "torch": torch.__version__,
+    device = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (interpreter)"
+    report = {"device": device, "torch": torch.__version__,
               "triton": __import__("triton").__version__, "cases": results}
     if out:
         with open(out, "w") as handle:

@@ -103,7 +103,7 @@ def run_deterministic(seeds, family: str | None = None) -> tuple[int, int, list[
             except UnsupportedConstructError:
                 refused += 1
                 continue
-            except Exception as err:  # an internal error is a failure too, with the seed to reproduce it
+            except Exception as err:  # noqa: BLE001  an internal error is a failure too, with the seed
                 problems = [f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"]
             checked += 1
             failures += [(seed, p) for p in problems]

@@ -56,7 +56,7 @@ def make_row_sum_rewritten(N: int):
     def total(data: T.handle, out: T.handle):
         n = T.int32()
         D = T.match_buffer(data, (n, N), "float32")
-        O = T.match_buffer(out, (n,), "float32")
+        Out = T.match_buffer(out, (n,), "float32")
         acc = T.alloc_buffer((n,), "float32")
         for r, c in T.grid(n, N):
             with T.sblock("accumulate"):
@@ -67,7 +67,7 @@ def make_row_sum_rewritten(N: int):
         for r in range(n):
             with T.sblock("copy"):
                 vr = T.axis.remap("S", [r])
-                O[vr] = acc[vr]
+                Out[vr] = acc[vr]
 
     return total
 
@@ -160,7 +160,7 @@ def test_the_pins_and_the_bits_survive_a_rewrite_of_the_program():
     assert pins[0] == pins[1] and ("reduction" in {why for _, why in pins[0]})
     data, scalars = fresh_arguments(original, {"rows": 33})
     bits = outputs_bits(kernels[0], original, data, scalars)["Y"]
-    again = outputs_bits(kernels[1], rewritten, {"D": data["X"], "O": data["Y"]}, {"n": 33})["O"]
+    again = outputs_bits(kernels[1], rewritten, {"D": data["X"], "Out": data["Y"]}, {"n": 33})["Out"]
     assert bits == again
 
 

@@ -91,8 +91,8 @@ def reduces_along_contiguous(realize: s_tir.SBlockRealize, loops, tiled) -> bool
         if not any(uses_var(index, var) for index in access.indices for var in reduce_vars):
             continue
         last = access.indices[-1]
-        drivers = [l for l in loops if tiled(l) and _drives(realize, l, last)]
-        if any(loop_kind(l, realize) != REDUCE for l in drivers):
+        drivers = [loop for loop in loops if tiled(loop) and _drives(realize, loop, last)]
+        if any(loop_kind(loop, realize) != REDUCE for loop in drivers):
             return False
     return True
 
@@ -100,7 +100,7 @@ def reduces_along_contiguous(realize: s_tir.SBlockRealize, loops, tiled) -> bool
 def _contiguous_loops(realize, loops) -> list[tirx.For]:
     """Loops that drive the last index of some load of the block."""
     lasts = [a.indices[-1] for a in block_accesses(realize.block) if not a.is_store and a.indices]
-    return [l for l in loops if any(_drives(realize, l, last) for last in lasts)]
+    return [loop for loop in loops if any(_drives(realize, loop, last) for last in lasts)]
 
 
 def _drives(realize, loop: tirx.For, index) -> bool:
@@ -140,13 +140,13 @@ def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]
         if not order_sensitive(block):
             continue
         loops = list(enclosing)
-        tiled = [l for l in loops if tiled_size(l) is not None]
+        tiled = [loop for loop in loops if tiled_size(loop) is not None]
         chunk = chunk_elements(narrowest_load(block))
         for loop in tiled:
             if loop_kind(loop, realize) == REDUCE:
                 key = loop.loop_var.__chandle__()
                 requests[key] = PinRequest(key, chunk, PIN_REDUCTION)
-        if not reduces_along_contiguous(realize, loops, lambda l: tiled_size(l) is not None or free(l)):
+        if not reduces_along_contiguous(realize, loops, lambda loop: tiled_size(loop) is not None or free(loop)):
             contiguous = _contiguous_loops(realize, loops)
             for loop in loops:
                 key = loop.loop_var.__chandle__()

@@ -143,10 +143,10 @@ def _reduction_pins(realize, loops, tiles, kernel: KernelTile) -> list[str]:
             elif tile.size < chunk:
                 problems.append(f"{name}'s chunk {tile.block}={tile.size} is under {chunk}: threads would not all hold "
                                 "a full vector of it, and the rows per program would change the tree")
-    if not reduces_along_contiguous(realize, loops, lambda l: _is_tile(tiles, l)):
-        problems += [_unpinned(tiles[l.loop_var.__chandle__()], kernel, f"{name} reduces along a non-contiguous axis, "
-                               "whose split over threads this tile decides")
-                     for l in loops if _is_tile(tiles, l) and loop_kind(l, realize) != REDUCE]
+    if not reduces_along_contiguous(realize, loops, lambda loop: _is_tile(tiles, loop)):
+        problems += [_unpinned(tiles[loop.loop_var.__chandle__()], kernel, f"{name} reduces along a non-contiguous "
+                               "axis, whose split over threads this tile decides")
+                     for loop in loops if _is_tile(tiles, loop) and loop_kind(loop, realize) != REDUCE]
     return problems
 
 

@@ -34,8 +34,9 @@ from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.analyses.nest import blocks_under, loop_sites, loops_under, unique_name
 from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
 from tir_passes.analyses.storage import decide_storage
-from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, PIN_WARPS, SERIAL, TILE, WARPS, DotMark, KernelTile,
-                                               LoopTile, Pin, ScanMark, TileDecision, is_tiled, write_decision)
+from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, PIN_WARPS, SERIAL, TILE, WARPS, DotMark,
+                                               KernelTile, LoopTile, Pin, ScanMark, TileDecision, is_tiled,
+                                               write_decision)
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 from tir_passes.passes.tiling_plan import KernelPlan, plan_kernel
 
