@@ -245,5 +245,5 @@ def test_cli_compile_deterministic_writes_the_promise(tmp_path):
     examples = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
     assert main(["compile", os.path.join(examples, "rmsnorm.py"), "-o", str(tmp_path), "--deterministic",
                  "--no-verify"]) == 0
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "manifest.json").read_text())["modules"]["rmsnorm.py"]
     assert manifest["deterministic"] is True and manifest["kernels"][0]["pinned"]
