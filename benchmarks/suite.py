@@ -60,7 +60,7 @@ def generate(folder: str, profile: str = "full", only: set[str] | None = None) -
             continue
         sizes = getattr(case, profile)
         started = time.perf_counter()
-        kernel = compile(case.make(sizes), verify=False)
+        kernel = compile(case.make(sizes), verify=False, deterministic=case.deterministic)
         shape_vars = case.shape_vars(sizes)
         program = with_tile_accesses(kernel.program)
         entries.append({
@@ -71,7 +71,8 @@ def generate(folder: str, profile: str = "full", only: set[str] | None = None) -
             "shape_vars": shape_vars, "sizes": sizes, "bytes": case.bytes(sizes), "flops": case.flops(sizes),
             "kernels": len(program.kernels),
             "descriptor_kernels": [k.name for k in program.kernels if plan_descriptors(k) is not None],
-            "goal": case.goal.as_json(), "generate_s": round(time.perf_counter() - started, 2)})
+            "goal": case.goal.as_json(), "deterministic": case.deterministic,
+            "generate_s": round(time.perf_counter() - started, 2)})
         print(f"{case.name}: {entries[-1]['kernels']} kernel(s) in {entries[-1]['generate_s']:.1f}s", flush=True)
     with open(os.path.join(folder, MANIFEST), "w") as handle:
         json.dump(entries, handle, indent=1)

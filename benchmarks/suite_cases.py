@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
@@ -40,10 +40,12 @@ class Goal:
     versus: tuple[tuple[str, float], ...] = ()    # (peer, minimum of the peer's time / ours)
     max_us: float | None = None
     kernels: int | None = None
+    baseline: tuple[str, float] | None = None     # (another case of the run, the most ours may be slower)
 
     def as_json(self) -> dict:
         return {"copy_fraction": self.copy_fraction, "versus": [list(v) for v in self.versus],
-                "max_us": self.max_us, "kernels": self.kernels}
+                "max_us": self.max_us, "kernels": self.kernels,
+                "baseline": list(self.baseline) if self.baseline else None}
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Case:
     flops: Callable[[dict], int] = lambda s: 0
     goal: Goal = field(default_factory=Goal)
     shape_vars: Callable[[dict], dict] = lambda s: {}   # symbolic sizes the module binds from tensors
+    deterministic: bool = False                   # compile(deterministic=True) (docs/determinism.md)
 
 
 BEST = "the best peer"   # suite_report.BEST: the goal is against the fastest peer of the run
@@ -158,3 +161,18 @@ CASES = (
          ROWS, dict(M=37, N=48), lambda s: s["M"] * s["N"] * 3 + s["M"] * 4,
          goal=Goal(copy_fraction=0.90, versus=(("torch.compile", 1.0),), kernels=1)),
 )
+
+
+# the cost of compile(deterministic=True) (issue 20): the same programs and sizes with the flag, each
+# measured against its flag-less case in the same run (at most 5% slower memory-bound, 10% GEMMs and attention)
+DETERMINISTIC = {"softmax_fp16_16384x8192": 0.05, "rmsnorm_fp16_16384x8192": 0.05, "layernorm_fp16_16384x8192": 0.05,
+                 "matmul_fp16_4096": 0.10, "matmul_fp16_3000x5000x1000": 0.10,
+                 "attention_fp16_b4h32s4096d128": 0.10}
+
+
+def _deterministic(case: Case, slower: float) -> Case:
+    goal = replace(case.goal, baseline=(case.name, slower))
+    return replace(case, name=case.name + "_deterministic", goal=goal, deterministic=True)
+
+
+CASES = CASES + tuple(_deterministic(case, DETERMINISTIC[case.name]) for case in CASES if case.name in DETERMINISTIC)

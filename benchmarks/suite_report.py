@@ -45,10 +45,18 @@ def copy_fraction(case: dict, copy_gbps: float | None) -> float | None:
     return case["bytes"] / (us * 1e3) / copy_gbps
 
 
-def evaluate_goals(case: dict, copy_gbps: float | None) -> list[tuple[str, str, bool | None]]:
-    """(goal, what this run measured, met: True/False, None when it could not be measured)."""
+def evaluate_goals(case: dict, copy_gbps: float | None, run_cases: dict[str, dict] | None = None) \
+        -> list[tuple[str, str, bool | None]]:
+    """(goal, what this run measured, met: True/False, None when it could not be measured);
+    `run_cases` (name -> case of the same run) for a goal against another case (`baseline`)."""
     goal, us = case.get("goal") or {}, ours_us(case)
     verdicts = []
+    if goal.get("baseline"):
+        other, slower = goal["baseline"]
+        theirs = ours_us((run_cases or {}).get(other) or {})
+        cost = us / theirs - 1 if (theirs and us) else None
+        verdicts.append((f"≤ {slower:.0%} slower than {other}", "n/a" if cost is None else f"{cost:+.1%}",
+                         None if cost is None else cost <= slower))
     if goal.get("copy_fraction") is not None:
         fraction = copy_fraction(case, copy_gbps)
         measured = "n/a" if fraction is None else f"{fraction:.1%} of copy"
@@ -129,19 +137,20 @@ def _peers(case: dict) -> str:
     return "; ".join(parts) or "—"
 
 
-def _goals(case: dict, copy_gbps: float | None) -> str:
+def _goals(case: dict, copy_gbps: float | None, run_cases: dict[str, dict] | None = None) -> str:
     marks = {True: "met", False: "**missed**", None: "not measured"}
-    return "; ".join(f"{wanted}: {measured}, {marks[met]}" for wanted, measured, met in evaluate_goals(case, copy_gbps))
+    return "; ".join(f"{wanted}: {measured}, {marks[met]}"
+                     for wanted, measured, met in evaluate_goals(case, copy_gbps, run_cases))
 
 
-def _row(case: dict, copy_gbps: float | None) -> str:
+def _row(case: dict, copy_gbps: float | None, run_cases: dict[str, dict] | None = None) -> str:
     if case.get("skipped") or case.get("error"):
         why = case.get("skipped") or case.get("error")
         return f"| {case['name']} | {case.get('kernels', '—')} | | | not run: {_short(why, 160)} | | | | |"
     ours = case.get("ours") or {}
     return (f"| {case['name']} | {case.get('kernels', '—')} | {_variants(case)} | {_correct(case)} | "
             f"{_time(ours)} | {_rate(case, ours.get('us'))} | {_time(case.get('pointers'))} | {_peers(case)} | "
-            f"{_goals(case, copy_gbps)} |")
+            f"{_goals(case, copy_gbps, run_cases)} |")
 
 
 def section(run: dict) -> str:
@@ -172,7 +181,8 @@ def section(run: dict) -> str:
         "| case | kernels | ran | correct (rel. error) | ours | rate | pointers only | peers (their time / ours) | goals |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    lines += [_row(case, copy_gbps) for case in run.get("cases", [])]
+    run_cases = {case["name"]: case for case in run.get("cases", [])}
+    lines += [_row(case, copy_gbps, run_cases) for case in run.get("cases", [])]
     return "\n".join(lines) + "\n"
 
 

@@ -25,7 +25,8 @@ from tir_passes.errors import UnsupportedConstructError
 from tir_passes.analyses.nest import conjuncts
 from tir_passes.infra.names import python_name
 from tir_passes.infra.pass_util import root_block, source_line, top_level_statements
-from tir_passes.contracts.tile_contract import GRID, ContractError, KernelTile, kernel_tile, loop_tile, scan_mark
+from tir_passes.contracts.tile_contract import (GRID, ContractError, KernelTile, deterministic_promise, kernel_tile,
+                                               loop_tile, scan_mark)
 from tir_passes.analyses.tile_window import WalkedAxis, interior_range, window_implies
 
 from lowering.rules import reductions
@@ -59,7 +60,7 @@ def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes:
     scratch = tuple(ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs)
     params = with_reads(params, func, tuple(kernels))
     return TileProgram(python_name(name), params, tuple(shape_vars), scratch, tuple(kernels), source_hash, passes,
-                       tuple(combines))
+                       tuple(combines), deterministic_promise(func))
 
 
 def _needs_memory(buffer: str, statements, records: list[KernelTile]) -> bool:
@@ -183,6 +184,7 @@ class KernelLowering:
             num_stages=self.record.num_stages,
             body=hoist_invariant_loads(tuple(self.emitted[0]), self.fresh),
             int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
+            pins=tuple((pin.name, pin.size, pin.why) for pin in self.record.pins),
         )
 
     def _ordered_buffers(self) -> list[str]:

@@ -313,6 +313,7 @@ class TileKernel:
     body: tuple[Stmt, ...]
     int64_buffers: tuple[str, ...] = ()
     debug: bool = False  # assert the range checks of loads and stores (tl.device_assert)
+    pins: tuple[tuple[str, int, str], ...] = ()   # deterministic: (BLOCK_* or num_warps, value, why) no config changes
 
     @property
     def block_sizes(self) -> dict[str, int]:
@@ -353,3 +354,4 @@ class TileProgram:
     source_hash: str
     passes: tuple[str, ...] = field(default=())
     combines: tuple[SelectCombine, ...] = ()   # generated functions the kernels call
+    deterministic: bool = False                # Tiling's promise: every reduction order is pinned

@@ -97,6 +97,21 @@ def test_a_goal_against_the_best_peer_takes_the_fastest_correct_one():
     assert suite_report.evaluate_goals({"goal": case["goal"], "ours": {"us": 1.0}, "peers": {}}, None)[0][2] is None
 
 
+def test_a_deterministic_case_is_measured_against_its_flagless_case():
+    base = {"name": "softmax", "ours": {"us": 10.0, "ok": True}}
+    cheap = {"name": "softmax_deterministic", "goal": {"baseline": ["softmax", 0.05]}, "ours": {"us": 10.4, "ok": True}}
+    costly = {**cheap, "ours": {"us": 11.0, "ok": True}}
+    run = {"softmax": base}
+    assert suite_report.evaluate_goals(cheap, None, run) == [("≤ 5% slower than softmax", "+4.0%", True)]
+    assert suite_report.evaluate_goals(costly, None, run)[0][2] is False
+    assert suite_report.evaluate_goals(cheap, None, {})[0] == ("≤ 5% slower than softmax", "n/a", None)
+    flagged = [case for case in CASES if case.deterministic]
+    names = {case.name for case in CASES}
+    assert {"softmax", "rmsnorm", "layernorm", "matmul", "attention"} <= {case.program for case in flagged}
+    assert all(case.goal.baseline[0] in names and not case.goal.baseline[0].endswith("_deterministic")
+               for case in flagged)
+
+
 def test_the_table_rewrites_only_its_section_and_keeps_the_json(tmp_path):
     docs = tmp_path / "benchmarks.md"
     docs.write_text(f"# Benchmarks\n\nintro\n\n{suite_report.BEGIN}\nold table\n{suite_report.END}\n\n## Older runs\n")

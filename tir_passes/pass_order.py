@@ -14,6 +14,7 @@ class PassEntry:
     name: str            # the pass's `info.name` (what dumps, tables and --disable use)
     import_path: str     # "module:Class"
     takes_gpu: bool      # the class is called with the GPU model the pipeline sizes tiles for
+    takes_deterministic: bool = False   # the class takes deterministic=True (docs/determinism.md)
 
 
 DEFAULT_ORDER = (
@@ -24,14 +25,14 @@ DEFAULT_ORDER = (
     PassEntry("CanonicalConstants", "tir_passes.passes.canonical_constants:CanonicalConstants", False),
     PassEntry("CanonicalMasks", "tir_passes.passes.canonical_masks:CanonicalMasks", False),
     PassEntry("FactorOutOfSums", "tir_passes.passes.factor_out_of_sums:FactorOutOfSums", False),
-    PassEntry("SplitReduction", "tir_passes.passes.split_reduction:SplitReduction", True),
-    PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True),
+    PassEntry("SplitReduction", "tir_passes.passes.split_reduction:SplitReduction", True, True),
+    PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True, True),
     PassEntry("LoopFusion", "tir_passes.passes.loop_fusion:LoopFusion", True),
     PassEntry("BufferLayout", "tir_passes.passes.buffer_layout:BufferLayout", False),
-    PassEntry("RemoveUnitLoops", "tir_passes.passes.remove_unit_loops:RemoveUnitLoops", False),
+    PassEntry("RemoveUnitLoops", "tir_passes.passes.remove_unit_loops:RemoveUnitLoops", False, True),
     PassEntry("NormalizeLoopStarts", "tir_passes.passes.normalize_loop_starts:NormalizeLoopStarts", False),
     PassEntry("BankConflictFreeTiling", "tir_passes.passes.bank_conflict_free_tiling:BankConflictFreeTiling", False),
-    PassEntry("Tiling", "tir_passes.passes.tiling:Tiling", True),
+    PassEntry("Tiling", "tir_passes.passes.tiling:Tiling", True, True),
 )
 
 

@@ -63,15 +63,17 @@ CHECKS = ("well_formed", "round_trip", "purity", "bounds", "contract", "numerics
 KNOWN_PASSES = {entry.name: entry.import_path for entry in DEFAULT_ORDER}
 
 
-def default_pipeline(gpu: str = "H200") -> list[tvm.transform.Pass]:
-    """The passes of pass_order.DEFAULT_ORDER (the order, TVM-free), those that size tiles for `gpu`."""
-    return [_build(entry, gpu) for entry in DEFAULT_ORDER]
+def default_pipeline(gpu: str = "H200", deterministic: bool = False) -> list[tvm.transform.Pass]:
+    """The passes of pass_order.DEFAULT_ORDER (the order, TVM-free), those that size tiles for `gpu`;
+    deterministic: the passes that take it fix every reduction order (docs/determinism.md)."""
+    return [_build(entry, gpu, deterministic) for entry in DEFAULT_ORDER]
 
 
-def _build(entry: PassEntry, gpu: str) -> tvm.transform.Pass:
+def _build(entry: PassEntry, gpu: str, deterministic: bool = False) -> tvm.transform.Pass:
     module, name = entry.import_path.split(":")
     factory = getattr(import_module(module), name)
-    return factory(gpu) if entry.takes_gpu else factory()
+    args = (gpu,) if entry.takes_gpu else ()
+    return factory(*args, deterministic=True) if deterministic and entry.takes_deterministic else factory(*args)
 
 
 def pass_names(passes: Sequence[tvm.transform.Pass]) -> list[str]:

@@ -40,6 +40,7 @@ class Backend:
     check_kernel: Callable[..., object]                   # (kernel, ReferenceRun) -> CheckReport, or None to skip
     describe: Callable[[object], str]                     # program -> its text, for dumps and reports
     expression_ops: frozenset[str]                        # the lowering's expression ops the emitter writes
+    deterministic: bool = False                           # pipeline(gpu, deterministic=True) keeps the promise
 
 
 def backend(name: str) -> Backend:

@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     passes.add_argument("--disable", action="append", default=[], metavar="PASS", help="skip a pass (repeatable)")
     passes.add_argument("--stop-after", metavar="PASS", help="stop after this pass")
     passes.add_argument("--quiet", action="store_true", help="print the table only, not the diffs")
+    passes.add_argument("--deterministic", action="store_true", help="the pipeline of compile --deterministic")
 
     diff = commands.add_parser("diff", help="print the diffs between stages of a dump folder")
     diff.add_argument("dump_dir")
@@ -48,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--allow-tf32", action="store_true", help="let fp32 tl.dot use tf32 tensor cores")
     compile_.add_argument("--backend", choices=sorted(REGISTERED), default="triton",
                           help="gluon: a thread-bound schedule with shared staging to a Gluon module (GPU only)")
+    compile_.add_argument("--deterministic", action="store_true",
+                          help="pin every reduction order: the same bits for any batch, config and GPU schedule "
+                               "(docs/determinism.md)")
 
     grad = commands.add_parser("grad", help="differentiate (tir_passes.differentiate) and compile the forward and "
                                "its backward: both modules, the backward's TVMScript, and the folder's manifest "
@@ -103,7 +107,7 @@ def _load(args):
 
     mod, name = load_target(args.target)
     stage = dump.stage_of(split_target(args.target)[0])
-    passes = default_pipeline(args.gpu)
+    passes = default_pipeline(args.gpu, getattr(args, "deterministic", False))
     return mod, name, passes_after(passes, stage[1]) if stage else passes
 
 
@@ -155,7 +159,8 @@ def cmd_compile(args) -> int:
 
     mod, name, passes = _load(args)
     kernel = compile(mod, dump_dir=args.dump_dir, verify=not args.no_verify, gpu=args.gpu, allow_tf32=args.allow_tf32,
-                     backend=args.backend, passes=passes if args.backend == "triton" else None)
+                     backend=args.backend, passes=passes if args.backend == "triton" else None,
+                     deterministic=args.deterministic)
     os.makedirs(args.out_dir, exist_ok=True)
     path = kernel.save(args.out_dir)
     manifest = kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"), os.path.basename(path))

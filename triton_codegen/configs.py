@@ -3,12 +3,14 @@
 Every config keeps what the kernel's masks assume: an axis whose tail mask was dropped (its
 extent is a multiple of the default block size) only gets block sizes that divide the extent;
 axes of a tl.dot keep tl.dot's minimum (tile_contract.LIMITS); tiles never exceed the extent's next power of two.
+A deterministic kernel's pins (tile_contract.Pin: reduction tiles, tl.dot tiles, num_warps) stay as
+they are in every config: only the other block sizes and num_stages vary (docs/determinism.md).
 """
 
 from __future__ import annotations
 
 from lowering.tile_ir import Const, Dot, Loop, TileKernel
-from tir_passes.contracts.tile_contract import LIMITS
+from tir_passes.contracts.tile_contract import LIMITS, WARPS
 
 from .search_space import block_size_allowed
 
@@ -42,17 +44,23 @@ def _static_extent(dim) -> int | None:
     return dim.extent.value if isinstance(dim.extent, Const) else None
 
 
+def pinned_settings(kernel) -> set[str]:
+    """The settings (BLOCK_* names, num_warps) a deterministic kernel keeps in every config."""
+    return {name for name, _, _ in kernel.pins}
+
+
 def config_space(kernel: TileKernel) -> list[dict[str, int]]:
     base = dict(kernel.block_sizes)
     base.update(num_warps=kernel.num_warps, num_stages=kernel.num_stages)
     dot_axes = _dot_axes(kernel.body)
+    pinned = pinned_settings(kernel)
     configs = [base]
     for block, size in kernel.block_sizes.items():
         for candidate in (size * 2, size // 2):
-            if candidate >= 1 and _allowed(kernel, block, candidate, dot_axes):
+            if block not in pinned and candidate >= 1 and _allowed(kernel, block, candidate, dot_axes):
                 configs.append({**base, block: candidate})
     for warps in (4, 8, 16):
-        if warps != kernel.num_warps:
+        if warps != kernel.num_warps and WARPS not in pinned:
             configs.append({**base, "num_warps": warps})
     if dot_axes:
         configs.append({**base, "num_stages": 4 if kernel.num_stages != 4 else 3})

@@ -17,7 +17,7 @@ import tvm_ffi
 
 from tir_passes.checks.input_checks import check_input
 from tir_passes.contracts.autodiff import signature
-from tir_passes.errors import VerificationError
+from tir_passes.errors import FrontendError, VerificationError
 from tir_passes.infra.frontend import as_module
 from tir_passes.passes.autodiff import differentiate
 from tir_passes.pipeline import CHECKS, run_pipeline
@@ -37,7 +37,8 @@ def structural_hash_hex(func) -> str:
 
 def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | None = None, verify: bool = True,
             gpu: str = "H200", passes=None, disable=(), allow_tf32: bool = False,
-            debug: bool = False, backend: str = "triton", wrt=None) -> CompiledKernel:  # noqa: A001
+            debug: bool = False, backend: str = "triton", wrt=None,
+            deterministic: bool = False) -> CompiledKernel:  # noqa: A001
     """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) with a registered backend.
 
     wrt: parameter names; the backward (`tir_passes.differentiate(func, wrt)`) is compiled too, the
@@ -50,8 +51,16 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     debug: an index read from memory that is out of range fails a device assertion naming the
     access and its TVMScript line (also where a `T.assume` claimed it in range), instead of
     reading zero or dropping the store. Triton's interpreter ignores device assertions: this
-    acts on a GPU."""
+    acts on a GPU.
+
+    deterministic: every output element's bits are a fixed function of the inputs it reads, whatever
+    the batch, the other axes' sizes, the tuned config and the GPU's scheduling: Tiling pins every
+    order-sensitive reduction's tiles and warps (tir_passes/analyses/determinism.py), the contract
+    check verifies the pins, and every config of the module and the tuner keeps them
+    (docs/determinism.md)."""
     chosen = registered_backend(backend)
+    if deterministic and not chosen.deterministic:
+        raise FrontendError(f"deterministic=True is a promise the {chosen.name} backend's pipeline does not make")
     mod = as_module(func_or_module, func_name)
     name = str(mod["main"].attrs["global_symbol"])
     # before the pipeline's checks build anything with TVM: the input's structure, then what the
@@ -63,13 +72,17 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
         backward_func = differentiate(mod["main"], wrt)
         backward = compile(backward_func, dump_dir=os.path.join(dump_dir, "backward") if dump_dir else None,
                            verify=verify, gpu=gpu, passes=passes, disable=disable, allow_tf32=allow_tf32, debug=debug,
-                           backend=backend)
+                           backend=backend, deterministic=deterministic)
         link = link_for(signature(backward_func), backward.name)
-    pipeline = list(passes) if passes is not None else chosen.pipeline(gpu)
+    pipeline = list(passes) if passes is not None else \
+        chosen.pipeline(gpu, deterministic=True) if deterministic else chosen.pipeline(gpu)
     result = run_pipeline(mod, pipeline, dump_dir=dump_dir, checks=CHECKS if verify else (), disable=disable)
     options = LowerOptions(allow_tf32=allow_tf32, debug=debug)
     kernel = _emit(chosen, result.module, name, structural_hash_hex(mod["main"]),
                    tuple(s.name for s in result.stages), options, result)
+    if deterministic and not getattr(kernel.program, "deterministic", False):
+        raise FrontendError("deterministic=True, but the passes given do not tile deterministically (build them "
+                            "with default_pipeline(gpu, deterministic=True))")
     if backward is not None:
         kernel = kernel.with_backward(backward, link)
     if dump_dir:

@@ -178,7 +178,21 @@ def _header(program: TileProgram) -> str:
             f"(destination passing: outputs are written in place). tune(...) picks configs on a GPU.\n"
             f"as_torch_op(\"namespace::name\") registers it as a PyTorch op that returns its outputs.\n\n"
             f"The kernels and run() come first; below them is what run() needs, the same in every module.\n"
-            '"""\n')
+            + (_deterministic_note() if program.deterministic else "")
+            + '"""\n')
+
+
+def _deterministic_note() -> str:
+    return ("\nDeterministic (compile(deterministic=True)): every output element's bits are a fixed function of the\n"
+            "inputs it reads, whatever the batch and the config; every config keeps the kernel's PINS\n"
+            "(tir-triton's docs/determinism.md says what the promise covers and what it cannot).\n")
+
+
+def _pins_literal(program: TileProgram) -> str:
+    """A deterministic module's pinned settings per kernel: {kernel: {setting: (value, why)}}."""
+    table = {k.name: {name: (size, why) for name, size, why in k.pins} for k in program.kernels}
+    return ("# settings no config may change (deterministic): the order of every reduction\n"
+            "PINS = " + pprint.pformat(table, width=100, sort_dicts=False))
 
 
 def emit_module(program: TileProgram, backward: BackwardLink | None = None) -> str:
@@ -209,6 +223,8 @@ def emit_module(program: TileProgram, backward: BackwardLink | None = None) -> s
     configs = {k.name: config_space(k) for k in program.kernels}
     src.lines(configs_source(configs, {k.name: 0 for k in program.kernels}))
     src.lines(_tile_summary_literal(program))
+    if program.deterministic:
+        src.lines(_pins_literal(program))
     if plans:
         src.lines(_descriptors_literal(plans))
     src.line()

@@ -112,10 +112,13 @@ def _summarize_kernel(program, kernel) -> dict:
     dims = [{"axis": d.name, "block": d.block, "default": d.default, "extent": _entry(d.extent),
              "even": d.even, "min": max(d.min_block, LIMITS.dot_min_block if d.name in dot_axes else 1)}
             for d in kernel.dims]
-    return {"grid": [_entry(axis.count) for axis in kernel.grid], "dims": dims, "accesses": accesses, "dots": dots,
-            "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
-            "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
-            "loops": has_loop}
+    summary = {"grid": [_entry(axis.count) for axis in kernel.grid], "dims": dims, "accesses": accesses, "dots": dots,
+               "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
+               "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
+               "loops": has_loop}
+    if kernel.pins:   # deterministic: settings the tuner keeps (search_space.py)
+        summary["pinned"] = {name: size for name, size, _ in kernel.pins}
+    return summary
 
 
 def _access(buffer: str, kind: str, dtype: str, axes, trips) -> dict:

@@ -119,6 +119,7 @@ class CompiledKernel:
             "tir_triton_version": VERSION,
             "source_structural_hash": self.program.source_hash,
             "passes": list(self.program.passes),
+            "deterministic": bool(getattr(self.program, "deterministic", False)),
             "params": [{"name": p.name, "kind": p.kind, "dtype": p.dtype, "shape": list(p.shape), "written": p.written,
                         "read": p.read}
                        for p in self.program.params],
@@ -150,5 +151,6 @@ class TritonKernel(CompiledKernel):
 
     def kernels_manifest(self) -> list[dict]:
         return [{"name": k.name, "blocks": list(k.source_blocks), "block_sizes": k.block_sizes,
-                 "num_warps": k.num_warps, "num_stages": k.num_stages, "configs": config_space(k)}
+                 "num_warps": k.num_warps, "num_stages": k.num_stages, "configs": config_space(k),
+                 **({"pinned": [{"name": n, "value": v, "why": w} for n, v, w in k.pins]} if k.pins else {})}
                 for k in self.program.kernels]

@@ -8,6 +8,10 @@ choice: block sizes from a quarter to four times the default, warps 4 and 8 for 
 (2 to 16 otherwise), pipeline stages only where the kernel has a loop (2 to 5 with a tl.dot,
 1 to 3 without), GROUP_M 4, 8 or 16 where programs are grouped.
 
+A deterministic kernel's summary lists what it pins (`pinned`: BLOCK_* and num_warps, with their
+values, tile_contract.Pin): those keep their value in every config, so tuning never changes an
+element's reduction order (docs/determinism.md).
+
 Then the model prunes: configs it says cannot run (shared memory over the limit, registers
 spilling, no program resident) go, the rest are ranked by predicted time, and the space keeps
 those within SLOWER_THAN_BEST of the best prediction, at most `max_space` of them. The default
@@ -106,6 +110,9 @@ def config_problem(kernel: dict | None, default: dict, config: dict, sizes: dict
     warps = config["num_warps"]
     if warps < 1 or warps & (warps - 1) or warps > 32:
         return f"num_warps={warps} is not a power of two up to 32"
+    if not keeps_pins(kernel, config):   # a deterministic module: the promise rests on them
+        changed = sorted(k for k, v in kernel["pinned"].items() if config.get(k) != v)
+        return f"it changes {', '.join(changed)}, which the deterministic kernel pins (docs/determinism.md)"
     if config["num_stages"] < 1 or config.get("GROUP_M", 1) < 1:
         return "num_stages and GROUP_M must be positive"
     return ""
@@ -113,9 +120,12 @@ def config_problem(kernel: dict | None, default: dict, config: dict, sizes: dict
 
 def legal_configs(kernel: dict, default: dict, sizes: dict[str, int]) -> list[dict]:
     """Every config in the window the rules allow, in a fixed order."""
-    axes = [(block, _block_choices(kernel, block, default[block], sizes)) for block in _blocks(kernel)]
+    pinned = kernel.get("pinned", {})
+    axes = [(block, (pinned[block],) if block in pinned else _block_choices(kernel, block, default[block], sizes))
+            for block in _blocks(kernel)]
     has_dot = bool(kernel["dots"])
-    warps = _with(DOT_WARPS if has_dot else OTHER_WARPS, default["num_warps"])
+    warps = ((pinned["num_warps"],) if "num_warps" in pinned else
+             _with(DOT_WARPS if has_dot else OTHER_WARPS, default["num_warps"]))
     stages = _with(DOT_STAGES if has_dot else LOOP_STAGES, default["num_stages"]) if kernel["loops"] else \
         (default["num_stages"],)
     groups = _with(GROUPS, default.get("GROUP_M", kernel["group_m"])) if kernel["group_m"] else (None,)
@@ -128,6 +138,12 @@ def legal_configs(kernel: dict, default: dict, sizes: dict[str, int]) -> list[di
                 config["GROUP_M"] = group
             configs.append(config)
     return configs
+
+
+def keeps_pins(kernel: dict | None, config: dict) -> bool:
+    """A config keeps every setting the kernel's summary pins (deterministic modules)."""
+    pinned = (kernel or {}).get("pinned", {})
+    return all(config.get(name) == value for name, value in pinned.items())
 
 
 def _blocks(kernel: dict) -> list[str]:

@@ -44,4 +44,5 @@ BACKEND = Backend(
     check_kernel=_check,
     describe=format_program,
     expression_ops=frozenset(UNARY_RULES) | frozenset(BINARY_RULES),
+    deterministic=True,
 )

@@ -4,6 +4,7 @@
     python -m tests.fuzz --show 1234                                 # print the program of seed 1234
     python -m tests.fuzz --seed 1234 --count 1 --family scan         # one program of one family
     python -m tests.fuzz --shrink 1234 --out fuzz-out                # shrink a failing program
+    python -m tests.fuzz --deterministic --seed 0 --count 50         # compile(deterministic=True)'s promise
 
 Kernels run in Triton's interpreter (TRITON_INTERPRET=1 is set here). Prints one line per failure
 as it happens and a summary at the end; exits 1 when anything failed.
@@ -37,12 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per program")
     parser.add_argument("--show", type=int, metavar="SEED", help="print the program of SEED and exit")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="check compile(deterministic=True): pins in the contract, the same bits in every config")
     parser.add_argument("--shrink", type=int, metavar="SEED",
                         help="run SEED's program and, when it fails, shrink it while it fails the same way")
     args = parser.parse_args(argv)
     if args.show is not None:
         print(generate(args.show, args.family).source, end="")
         return 0
+    if args.deterministic:
+        return deterministic_campaign(args.seed, args.count, args.family)
     out_dir = args.out or tempfile.mkdtemp(prefix="tir-triton-fuzz-")
     work_dir = os.path.join(out_dir, "programs")
     if args.shrink is not None:
@@ -58,6 +63,16 @@ def main(argv: list[str] | None = None) -> int:
                             family=args.family, timeout_s=args.timeout, on_outcome=report)
     print(summary(outcomes))
     return 1 if any(o.failed for o in outcomes) else 0
+
+
+def deterministic_campaign(seed: int, count: int, family: str | None) -> int:
+    from .determinism import run_deterministic
+
+    checked, refused, failures = run_deterministic(range(seed, seed + count), family)
+    for failed_seed, problem in failures:
+        print(f"FAIL seed {failed_seed}: {problem}", flush=True)
+    print(f"deterministic: {checked} programs checked, {refused} refused, {len(failures)} problem(s)")
+    return 1 if failures else 0
 
 
 def shrink_seed(seed: int, family: str | None, out_dir: str, work_dir: str, *, verify: bool) -> int:

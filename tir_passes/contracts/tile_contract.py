@@ -16,12 +16,15 @@ Where each decision lives (`TileDecision` fields below):
   kernel's outer loop (or block)
       annotation "tile.kernel"    KernelTile num_warps, num_stages, group_m, which values written and
                                              read again in the kernel stay in registers, which go
-                                             through memory with a sync
+                                             through memory with a sync; deterministic kernels: the
+                                             Pins (BLOCK_* or num_warps, value, why) no config changes
   block annotation "tile.dot"     DotMark    the block is a tl.dot over tile axes (m, n, k)
   block annotation "tile.scan"    ScanMark   the block is a scan along a tile axis
   block annotation "tile.split"   SplitMark  the block sums a contraction's partials over `splits`
                                              slices of its reduction loop (SplitReduction, split-K)
   root block "tile.decisions"     text       why: one line per kernel, dependences, values spilled
+  root block "tile.deterministic" 1          the promise of compile(deterministic=True): every kernel's
+                                             Pins (in "tile.kernel") keep each element's reduction order
 
 The backend's limits (tl.dot's 16-element minimum, the widest row tile) are here too, once.
 """
@@ -35,10 +38,11 @@ from tvm import s_tir, tirx
 
 from tir_passes.errors import TirTritonError
 from tir_passes.infra.pass_util import static_int
-from tir_passes.infra.pass_util import replace_block
+from tir_passes.infra.pass_util import replace_block, root_block
 
 LOOP_KEY, KERNEL_KEY, DOT_KEY, SCAN_KEY, SPLIT_KEY = "tile", "tile.kernel", "tile.dot", "tile.scan", "tile.split"
 DECISIONS_KEY = "tile.decisions"   # root block: Tiling's reasons, one line per kernel and note (for readers)
+DETERMINISTIC_KEY = "tile.deterministic"   # root block: the kernels keep every reduction order (determinism.py)
 GRID, SERIAL, TILE = "grid", "serial", "tile"
 ROLES = (GRID, SERIAL, TILE)
 SCAN_COMBINERS = ("sum", "prod", "max", "min")
@@ -106,6 +110,25 @@ class LoopTile:
         return self.role == TILE and self.outer is None
 
 
+# why a deterministic kernel keeps a setting in every config (determinism.py says what each one fixes)
+PIN_REDUCTION = "reduction"   # a float sum's tile along its reduction axis: the association of its partial sums
+PIN_DOT = "dot"               # a tl.dot's tile: the K steps and the MMA instruction Triton picks for the shape
+PIN_LAYOUT = "layout"         # a tile beside a reduction along a non-contiguous axis: how threads split that axis
+PIN_SCAN = "scan"             # a float scan's tile: the tree of tl.associative_scan
+PIN_WARPS = "warps"           # num_warps: the lanes and warps tl.sum's tree runs across
+PIN_REASONS = (PIN_REDUCTION, PIN_DOT, PIN_LAYOUT, PIN_SCAN, PIN_WARPS)
+WARPS = "num_warps"
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A setting every config of a deterministic kernel keeps: a BLOCK constexpr (or num_warps), its value and why."""
+
+    name: str
+    size: int
+    why: str
+
+
 @dataclass(frozen=True)
 class KernelTile:
     num_warps: int = LIMITS.default_num_warps
@@ -113,6 +136,10 @@ class KernelTile:
     group_m: int | None = None
     registers: tuple[str, ...] = ()   # values written and read again in this kernel: reads come from registers
     spilled: tuple[str, ...] = ()     # values written and read again through memory: the program syncs between
+    pins: tuple[Pin, ...] = ()        # deterministic kernels: settings no config may change
+
+    def pinned(self, name: str) -> Pin | None:
+        return next((pin for pin in self.pins if pin.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -148,6 +175,7 @@ class TileDecision:
     dots: dict[str, DotMark] = field(default_factory=dict)          # block name -> DotMark
     scans: dict[str, ScanMark] = field(default_factory=dict)        # block name -> ScanMark
     bounds: dict[int, tuple] = field(default_factory=dict)          # loop var handle -> (min, extent) of a windowed loop
+    deterministic: bool = False                                     # the root block carries the promise
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -187,6 +215,8 @@ def _kernel_value(kernel: KernelTile) -> dict:
         value["registers"] = list(kernel.registers)
     if kernel.spilled:
         value["spilled"] = list(kernel.spilled)
+    if kernel.pins:
+        value["pins"] = [{"name": pin.name, "size": pin.size, "why": pin.why} for pin in kernel.pins]
     return value
 
 
@@ -220,6 +250,8 @@ def write_decision(func: tirx.PrimFunc, decision: TileDecision) -> tirx.PrimFunc
             extra[SCAN_KEY] = {"buffer": scan.buffer, "axis": scan.axis, "combiner": scan.combiner}
         if block.name_hint in decision.kernels:
             extra[KERNEL_KEY] = _kernel_value(decision.kernels[block.name_hint])
+        if block.name_hint == "root" and decision.deterministic:
+            extra[DETERMINISTIC_KEY] = 1
         if not extra:
             return block
         return replace_block(block, annotations={**dict(block.annotations), **extra})
@@ -310,7 +342,18 @@ def _kernel_from(raw, where: str) -> KernelTile:
                       _positive_int(fields.get("num_stages", LIMITS.default_num_stages), where, "num_stages"),
                       _positive_int(group_m, where, "group_m") if group_m is not None else None,
                       tuple(_text(r, where, "registers") for r in fields.get("registers", ())),
-                      tuple(_text(r, where, "spilled") for r in fields.get("spilled", ())))
+                      tuple(_text(r, where, "spilled") for r in fields.get("spilled", ())),
+                      tuple(_pin_from(p, where) for p in fields.get("pins", ())))
+
+
+def _pin_from(raw, where: str) -> Pin:
+    if not hasattr(raw, "items"):
+        raise ContractError(where, f"a pin must be a dict, not {raw!r}")
+    fields = dict(raw.items())
+    why = _text(fields.get("why"), where, "pin reason")
+    if why not in PIN_REASONS:
+        raise ContractError(where, f"pin reason must be one of {', '.join(PIN_REASONS)}, not {why!r}")
+    return Pin(_text(fields.get("name"), where, "pin name"), _positive_int(fields.get("size"), where, "pin size"), why)
 
 
 def kernel_tile(stmt) -> KernelTile | None:
@@ -362,6 +405,11 @@ def split_mark(block: s_tir.SBlock) -> SplitMark | None:
     if splits < 2:
         raise ContractError(where, f"a split needs at least 2 slices, not {splits}", writer="SplitReduction")
     return SplitMark(splits, _text(fields.get("of"), where, "split of"))
+
+
+def deterministic_promise(func: tirx.PrimFunc) -> bool:
+    """Whether Tiling tiled `func` for compile(deterministic=True) (the root block's mark)."""
+    return DETERMINISTIC_KEY in root_block(func).annotations
 
 
 def is_tiled(stmt) -> bool:

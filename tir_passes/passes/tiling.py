@@ -16,7 +16,10 @@ loop carries the upper bound, so the numerics check runs it), and writes every d
 the tiling contract (tile_contract.py), the only form the lowering reads: {"tile": {"role": ..., "axis": ..., "block": ..., "size": ..., "extent": ...,
 "outer": ...}} on loops (a serial walk's "window": {"rows", "low", "high"}), {"tile.kernel": {...}} on each kernel's outermost loop, {"tile.dot": ...}
 on contraction blocks. The root block's "tile.decisions" says, per kernel, what was decided and
-why (dependences that keep loops serial, values that go through memory).
+why (dependences that keep loops serial, values that go through memory). With
+deterministic=True the plans pin every order-sensitive reduction's tiles and warps
+(tiling_plan._pin, analyses/determinism.py); the pins go in "tile.kernel" and the root block
+carries "tile.deterministic".
 Assumes: HoistAllocations, RemoveUnitLoops and NormalizeLoopStarts ran. Nests that are already
 tiled or bound to GPU threads (CUDA-style schedules) are left alone.
 """
@@ -31,8 +34,9 @@ from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.analyses.nest import blocks_under, loop_sites, loops_under, unique_name
 from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
 from tir_passes.analyses.storage import decide_storage
-from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark, TileDecision,
-                            is_tiled, write_decision)
+from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, PIN_WARPS, SERIAL, TILE, WARPS, DotMark,
+                                               KernelTile, LoopTile, Pin, ScanMark, TileDecision, is_tiled,
+                                               write_decision)
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 from tir_passes.passes.tiling_plan import KernelPlan, plan_kernel
 
@@ -113,8 +117,8 @@ class _KernelApplier:
             self.decision.scans[block] = ScanMark(form.buffer.name, self.axis_loops[loop], form.combiner)
 
 
-def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision) -> list[str]:
-    plan = plan_kernel(spec, stmt)
+def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool) -> list[str]:
+    plan = plan_kernel(spec, stmt, deterministic)
     whole_axes = {key: choice.axis for key, choice in plan.tiles.items() if choice.whole}
     storage = decide_storage(stmt, whole_axes)
     applier = _KernelApplier(sch, plan, decision)
@@ -124,12 +128,21 @@ def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision) -
         outermost = outermost if outermost is not None else first
     applier.block_marks()
     kernel = KernelTile(plan.num_warps, plan.num_stages, plan.group_m if _grid_count(plan) >= 2 else None,
-                        tuple(storage.registers), tuple(storage.spilled))
+                        tuple(storage.registers), tuple(storage.spilled), _pins(plan, applier))
     if outermost is not None:
         decision.kernels[sch.get(outermost).loop_var.__chandle__()] = kernel
     else:
         decision.kernels[blocks_under(stmt)[0].name_hint] = kernel
     return [_summary(index, stmt, plan, storage)] + [f"kernel {index}: {note}" for note in plan.notes + storage.notes]
+
+
+def _pins(plan: KernelPlan, applier: _KernelApplier) -> tuple[Pin, ...]:
+    """The plan's pinned axes as the BLOCK constexprs the applier named (num_warps last)."""
+    sizes = {choice.axis: choice.size for choice in plan.tiles.values()}
+    pins = [Pin(applier.blocks[axis], sizes[axis], why) for axis, why in plan.pins.items()]
+    if plan.pin_warps:
+        pins.append(Pin(WARPS, plan.num_warps, PIN_WARPS))
+    return tuple(pins)
 
 
 def _grid_count(plan: KernelPlan) -> int:
@@ -151,15 +164,15 @@ def _summary(index: int, stmt, plan: KernelPlan, storage) -> str:
     return text
 
 
-def tile_function(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
+def tile_function(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False) -> tirx.PrimFunc:
     todo = [(index, stmt) for index, stmt in enumerate(top_level_statements(func)) if not is_tiled(stmt) and not _thread_bound(stmt)]
     if not todo:
         return func
     sch = s_tir.Schedule(func)
-    decision = TileDecision()
+    decision = TileDecision(deterministic=deterministic)
     notes: list[str] = []
     for index, stmt in todo:
-        notes += _tile_kernel(sch, spec, stmt, index, decision)
+        notes += _tile_kernel(sch, spec, stmt, index, decision, deterministic)
     tiled = sch.mod["main"]
     for index, _ in todo:
         notes += _window_walks(tiled, top_level_statements(tiled)[index], index, decision)
@@ -194,6 +207,7 @@ def _window_walks(func: tirx.PrimFunc, stmt, index: int, decision: TileDecision)
     return notes
 
 
-def Tiling(gpu: str = "H200"):
+def Tiling(gpu: str = "H200", deterministic: bool = False):
+    """deterministic: every kernel keeps its reduction orders in every config (determinism.py)."""
     spec = gpu_spec(gpu)
-    return s_tir_pass("Tiling", lambda func: tile_function(func, spec))
+    return s_tir_pass("Tiling", lambda func: tile_function(func, spec, deterministic))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from tir_passes.analyses import determinism
 from tir_passes.passes import tile_sizes
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
@@ -36,7 +37,7 @@ from tir_passes.analyses.nest import REDUCE, SPATIAL, block_accesses, block_site
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.names import python_name
 from tir_passes.infra.pass_util import static_int
-from tir_passes.contracts.tile_contract import LIMITS
+from tir_passes.contracts.tile_contract import LIMITS, PIN_DOT
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class KernelPlan:
     dots: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # block -> (m, n, k) loops
     scans: dict[str, tuple[int, ScanForm]] = field(default_factory=dict)  # block -> (scan loop, form)
     notes: list[str] = field(default_factory=list)
+    deterministic: bool = False                     # sizes that do not read extents or the GPU's SM count
+    pins: dict[str, str] = field(default_factory=dict)   # deterministic: tile axis -> why it is pinned
+    pin_warps: bool = False                              # deterministic: num_warps is pinned too
 
 
 def _key(loop: tirx.For) -> int:
@@ -172,9 +176,10 @@ def _axis_namer():
     return name
 
 
-def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name) -> KernelPlan | None:
+def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name, deterministic=False) -> KernelPlan | None:
     """M, N: the innermost spatial loops only `a` resp. only `b` uses; K: the innermost reduction
-    loop both use. Other loops stay grid (spatial) or serial (reduction)."""
+    loop both use. Other loops stay grid (spatial) or serial (reduction). Deterministic: the
+    sizes do not shrink to small extents (a batch of 1 runs the tiles of a batch of 300)."""
     a, b = contraction_operands(realize.block)
     a_vars = a.var_names
     b_vars = b.var_names
@@ -183,7 +188,7 @@ def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name) -> Kern
     k = _last(loops, realize, REDUCE, lambda it: it in a_vars and it in b_vars, blocked)
     if m is None or n is None or k is None:
         return None
-    extents = {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
+    extents = {} if deterministic else {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
     sizes = tile_sizes.contraction_sizes(spec, operands_dtype(a, b), extents)
     plan = KernelPlan([list(loops)], num_warps=tile_sizes.contraction_warps(sizes), num_stages=3, group_m=8)
     for loop, role in ((m, "M"), (n, "N"), (k, "K")):
@@ -248,12 +253,12 @@ def _plan_scan(spec: GpuSpec, loops, realize, scan_loop, blocked, axis_name) -> 
     return plan
 
 
-def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans) -> KernelPlan:
+def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans, deterministic=False) -> KernelPlan:
     scan = next((l for l in loops if _key(l) in scans), None)
     if scan is not None:
         return _plan_scan(spec, loops, realize, scan, blocked, axis_name)
     if contraction_operands(realize.block) is not None:
-        plan = _plan_contraction(spec, loops, realize, blocked, axis_name)
+        plan = _plan_contraction(spec, loops, realize, blocked, axis_name, deterministic)
         if plan is not None:
             return plan
     contiguous = [l for l in contiguous_loops(loops, realize)
@@ -279,12 +284,12 @@ def _indexed_axes(realize, loop: tirx.For) -> set[tuple[str, int]]:
     return axes
 
 
-def _fused_contraction(spec, shape: FusedShape, blocked, axis_name) -> KernelPlan | None:
+def _fused_contraction(spec, shape: FusedShape, blocked, axis_name, deterministic=False) -> KernelPlan | None:
     """A contraction whose M and N are the shared loops (a matmul with its epilogue)."""
     for loops, realize in shape.subs:
         if contraction_operands(realize.block) is None:
             continue
-        plan = _plan_contraction(spec, shape.shared + loops, realize, blocked, axis_name())
+        plan = _plan_contraction(spec, shape.shared + loops, realize, blocked, axis_name(), deterministic)
         if plan is None:
             continue
         tiled_shared = [l for l in shape.shared if _key(l) in plan.tiles]
@@ -320,7 +325,10 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     """Tile the online loop (stepped by a serial loop) and choose the rows; returns (rows, columns)."""
     loop, dtype, contraction = online
     rows_extent = static_int(shape.shared[-1].extent)
-    rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, rows_extent, static_int(loop.extent), contraction)
+    loop_extent = static_int(loop.extent)
+    if plan.deterministic:   # neither the extents nor the GPU's multiprocessors decide the tiles
+        rows_extent = loop_extent = None
+    rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, rows_extent, loop_extent, contraction)
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec.multiprocessors)
@@ -341,12 +349,12 @@ def _recomputes_the_row(loop: tirx.For, loops, realize, online_loop: tirx.For) -
             and tvm_ffi.structural_equal(loop.extent, online_loop.extent))
 
 
-def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
-    plan = _fused_contraction(spec, shape, blocked, _axis_namer)
+def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False) -> KernelPlan:
+    plan = _fused_contraction(spec, shape, blocked, _axis_namer, deterministic)
     if plan is not None:
         return plan
     axis_name = _axis_namer()
-    plan = KernelPlan([list(shape.shared)] + shape.chains, num_stages=2)
+    plan = KernelPlan([list(shape.shared)] + shape.chains, num_stages=2, deterministic=deterministic)
     online = _online_loop(shape, blocked)
     online_rows, online_columns = _plan_online(spec, shape, online, plan, axis_name) if online is not None else (None, None)
     shared_axes: dict[tuple, str] = {}   # (extent, (buffer, axis)) -> axis name of a whole tile
@@ -374,7 +382,8 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked) -> KernelPlan:
             widest = max(widest, size)
     row_loop = shape.shared[-1]
     has_contraction = any(contraction_operands(r.block) is not None for _, r in shape.subs)
-    rows = online_rows or tile_sizes.fused_rows(widest, static_int(row_loop.extent), has_contraction)
+    row_extent = None if deterministic and has_contraction else static_int(row_loop.extent)  # tl.dot rows pinned
+    rows = online_rows or tile_sizes.fused_rows(widest, row_extent, has_contraction)
     if rows > 1 and _key(row_loop) not in blocked:
         plan.tiles[_key(row_loop)] = TileChoice(axis_name(row_loop), rows, False)
     if online_rows is None:
@@ -437,8 +446,9 @@ def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
     return parallel
 
 
-def plan_kernel(spec: GpuSpec, stmt) -> KernelPlan:
-    """The plan for one kernel statement (any shape)."""
+def plan_kernel(spec: GpuSpec, stmt, deterministic: bool = False) -> KernelPlan:
+    """The plan for one kernel statement (any shape); deterministic: with the pins of
+    determinism.py (and sizes that read neither the extents of tl.dot axes nor the GPU's SM count)."""
     carried = blocked_loops(stmt)
     blocked = set(carried)
     nest = perfect_nest(stmt)
@@ -447,9 +457,9 @@ def plan_kernel(spec: GpuSpec, stmt) -> KernelPlan:
         del carried[key]
     shape = fused_shape(stmt) if nest is None else None
     if nest is not None:
-        plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans)
+        plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans, deterministic)
     elif shape is not None:
-        plan = _plan_fused(spec, shape, blocked)
+        plan = _plan_fused(spec, shape, blocked, deterministic)
     else:
         leading = loop_chain(stmt)[0]
         inner = [loop for loop in loops_under(stmt) if not any(loop.same_as(l) for l in leading)]
@@ -462,5 +472,47 @@ def plan_kernel(spec: GpuSpec, stmt) -> KernelPlan:
                    for key, (block, form) in scans.items()]
     plan.notes += _dependence_notes(stmt, carried)
     _mark_dots(stmt, plan)
+    if deterministic:
+        _pin(stmt, plan, blocked)
     return plan
+
+
+# --- deterministic kernels -------------------------------------------------------------------------
+def _pin(stmt, plan: KernelPlan, blocked: set[int]) -> None:
+    """The settings no config may change (determinism.py says why): a kernel with a tl.dot keeps
+    every tile and its warps; another kernel its order-sensitive reductions' tiles, in fixed
+    chunks (and the tiles beside one along a non-contiguous axis), and its warps."""
+    plan.deterministic = True
+    if plan.dots:
+        for choice in plan.tiles.values():
+            plan.pins.setdefault(choice.axis, PIN_DOT)
+        m, n, _ = next(iter(plan.dots.values()))
+        plan.num_warps = tile_sizes.contraction_warps({"M": plan.tiles[m].size, "N": plan.tiles[n].size})
+        plan.pin_warps = True
+        plan.notes.append(f"deterministic: tl.dot tiles and {plan.num_warps} warps kept in every config")
+        return
+    scans = {block: (key, form.combiner, str(form.buffer.dtype)) for block, (key, form) in plan.scans.items()}
+    def size(loop):
+        return plan.tiles[_key(loop)].size if _key(loop) in plan.tiles else None
+
+    def free(loop):   # may become a tile: it carries no dependence
+        return _key(loop) not in blocked
+
+    taken = {choice.axis for choice in plan.tiles.values()}
+    for request in determinism.reduction_pins(stmt, size, scans, free):
+        choice = plan.tiles.get(request.loop)
+        if choice is None:   # a contiguous loop the plan left untiled: a tile of the pinned size
+            axis = unique_name(python_name(request.name), taken)
+            plan.tiles[request.loop] = TileChoice(axis, request.size, False)
+            plan.pins[axis] = request.why
+            plan.notes.append(f"deterministic: axis {axis} in tiles of {request.size} ({request.why})")
+            continue
+        shared = sum(c.axis == choice.axis for c in plan.tiles.values()) > 1
+        axis = unique_name(choice.axis, taken) if shared else choice.axis
+        plan.tiles[request.loop] = TileChoice(axis, request.size, False, choice.block if not shared else None)
+        plan.pins[axis] = request.why
+        plan.notes.append(f"deterministic: axis {axis} in tiles of {request.size} ({request.why})")
+    if determinism.kernel_is_sensitive(stmt) or plan.pins:
+        plan.num_warps = determinism.PINNED_WARPS
+        plan.pin_warps = True
 

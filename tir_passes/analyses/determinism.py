@@ -1,0 +1,166 @@
+"""Deterministic tiling (compile(deterministic=True)): what a kernel keeps in every config, and why.
+
+The promise: every output element's bits are a fixed function of the inputs it reads, whatever
+the sizes of the other axes (the batch, the rows, the values of symbolic sizes), the tuned config
+and the GPU's scheduling. A reduction's bits depend on the order it adds in; exact combiners (max,
+min, integer sums) do not. So, for every block whose result depends on that order (`order_sensitive`):
+
+- its tile along each reduction axis is a fixed chunk (`chunk_elements`), never the whole row: a
+  whole tile is the extent's next power of two, so a longer row, or the same row compiled with a
+  symbolic length, would add in another order. The chunks are walked in order by one program (a
+  serial loop), each folded with one tl.sum; no split-K, no atomics (the lowering emits none).
+- tl.sum's tree over a tile is Triton's: elements a thread holds are added in order, then lanes
+  by shuffles, then warps through shared memory (ReduceOpToLLVM). Which elements a thread holds is
+  the blocked layout of the coalescing pass: `min(vector width from the pointers' alignment,
+  tile elements / threads)` contiguous elements per thread along the most contiguous axis, then
+  lanes and warps along it first (CoalesceUtils, BlockedEncodingAttr). With num_warps pinned and a
+  chunk of at least vector width x 32 x warps along the reduced, contiguous axis, the split of
+  that axis is the same for any number of rows per program: rows only repeat the layout. Where
+  the reduction runs along another axis, the other tile axes decide how threads split it, so
+  they are pinned too (PIN_LAYOUT).
+- a tl.dot's M, N and K tiles and warps are pinned to sizes that do not depend on the extents:
+  the K tile decides how partial products are added; M, N and warps decide which MMA
+  instruction Triton uses (mma.sync or wgmma), whose internal order is the hardware's.
+- OnlineSoftmax and the tile sizes stop reading the GPU's multiprocessor count.
+
+What the pins cannot fix is named in docs/determinism.md (the vector width follows the inputs'
+alignment; Triton's layout passes are its own).
+Imports only the IR helpers: Tiling applies the pins, the contract check verifies them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm import s_tir, tirx
+
+from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, is_reduction_block,
+                                     is_self_load, loop_kind, loops_under, uses_var)
+from tir_passes.contracts.tile_contract import LIMITS, PIN_LAYOUT, PIN_REDUCTION, PIN_SCAN
+from tir_passes.infra.dtypes import element_bytes
+
+PINNED_WARPS = 4          # every deterministic kernel without a tl.dot runs 4 warps
+VECTOR_BITS = 128         # the widest vector load a thread issues (LDG.128)
+THREADS_PER_WARP = 32
+PINNED_SPATIAL = 16       # the other tile axes of a reduction along a non-contiguous axis
+SCAN_COMBINERS = ("sum", "prod")
+
+
+def chunk_elements(dtype_bytes: int, warps: int = PINNED_WARPS) -> int:
+    """The tile along a pinned reduction axis: every lane of every warp holds a full vector of it,
+    so the layout's split of the axis does not depend on the tile's other sizes."""
+    per_thread = max(1, VECTOR_BITS // (8 * dtype_bytes))
+    return min(per_thread * THREADS_PER_WARP * warps, LIMITS.max_row_tile)
+
+
+def _is_float(dtype) -> bool:
+    return str(dtype).startswith(("float", "bfloat"))
+
+
+def _exact_update(store: tirx.BufferStore) -> bool:
+    """`X = max(X, e)` or `X = min(X, e)`: the same bits in any order."""
+    value = store.value
+    return isinstance(value, (tirx.Max, tirx.Min)) and (is_self_load(value.a, store) or is_self_load(value.b, store))
+
+
+def order_sensitive(block: s_tir.SBlock) -> bool:
+    """A reduction whose float result depends on the order it folds its elements in."""
+    if not is_reduction_block(block):
+        return False
+    stores = [a.node for a in block_accesses(block) if a.is_store]
+    return any(_is_float(s.buffer.dtype) and not _exact_update(s) for s in stores)
+
+
+def narrowest_load(block: s_tir.SBlock) -> int:
+    """The bytes of the narrowest element the block loads (its vectors are the widest)."""
+    loads = [element_bytes(a.buffer.dtype) for a in block_accesses(block) if not a.is_store]
+    return min(loads) if loads else 4
+
+
+def reduces_along_contiguous(realize: s_tir.SBlockRealize, loops, tiled) -> bool:
+    """Every load whose last (contiguous) index a tile loop drives is driven there by a
+    reduction loop: threads then lie along the reduced axis first. Only loads that vary along the
+    reduction count (a per-row value broadcast along it, a running maximum, does not walk it), and
+    the accumulator's own reads are registers, not loads."""
+    accesses = block_accesses(realize.block)
+    written = {a.name for a in accesses if a.is_store}
+    reduce_vars = [iv.var for iv in realize.block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
+    for access in accesses:
+        if access.is_store or not access.indices or access.name in written:
+            continue
+        if not any(uses_var(index, var) for index in access.indices for var in reduce_vars):
+            continue
+        last = access.indices[-1]
+        drivers = [loop for loop in loops if tiled(loop) and _drives(realize, loop, last)]
+        if any(loop_kind(loop, realize) != REDUCE for loop in drivers):
+            return False
+    return True
+
+
+def _contiguous_loops(realize, loops) -> list[tirx.For]:
+    """Loops that drive the last index of some load of the block."""
+    lasts = [a.indices[-1] for a in block_accesses(realize.block) if not a.is_store and a.indices]
+    return [loop for loop in loops if any(_drives(realize, loop, last) for last in lasts)]
+
+
+def _drives(realize, loop: tirx.For, index) -> bool:
+    iv = bound_iter_var(realize, loop.loop_var)
+    return iv is not None and uses_var(index, iv.var)
+
+
+@dataclass(frozen=True)
+class PinRequest:
+    """A tile the plan must keep at `size` (not whole) in every config, with the pin's reason."""
+
+    loop: int      # the loop's handle (before splitting)
+    size: int
+    why: str
+    name: str = ""  # the loop's name (an axis for a loop the plan left untiled)
+
+
+def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]], free=lambda loop: True) \
+        -> list[PinRequest]:
+    """The tiles of a kernel without a tl.dot that a deterministic kernel pins: chunked reduction
+    axes of order-sensitive blocks (and their other tile axes where the reduction is not along the
+    contiguous axis), and float sum or product scans. `tiled_size(loop)` is the plan's size of a
+    tile loop (None: not a tile); `free(loop)`: it may be a tile (it carries no dependence). A
+    contiguous spatial loop beside a non-contiguous reduction becomes a tile even where the plan
+    left it whole-less (a single column): the tile's shape, not the extent, decides the tree. A
+    kernel with a tl.dot pins every tile at the plan's sizes, which then do not read the extents
+    of the dot's axes (tiling_plan)."""
+    requests: dict[int, PinRequest] = {}
+    for realize, enclosing in block_sites(stmt):
+        block = realize.block
+        name = block.name_hint
+        if name in scan_blocks:
+            loop, combiner, dtype = scan_blocks[name]
+            if combiner in SCAN_COMBINERS and _is_float(dtype):
+                requests.setdefault(loop, PinRequest(loop, chunk_elements(narrowest_load(block)), PIN_SCAN))
+            continue
+        if not order_sensitive(block):
+            continue
+        loops = list(enclosing)
+        tiled = [loop for loop in loops if tiled_size(loop) is not None]
+        chunk = chunk_elements(narrowest_load(block))
+        for loop in tiled:
+            if loop_kind(loop, realize) == REDUCE:
+                key = loop.loop_var.__chandle__()
+                requests[key] = PinRequest(key, chunk, PIN_REDUCTION)
+        if not reduces_along_contiguous(realize, loops, lambda loop: tiled_size(loop) is not None or free(loop)):
+            contiguous = _contiguous_loops(realize, loops)
+            for loop in loops:
+                key = loop.loop_var.__chandle__()
+                wanted = tiled_size(loop) is not None or (free(loop) and any(loop.same_as(c) for c in contiguous))
+                if wanted and loop_kind(loop, realize) == SPATIAL and key not in requests:
+                    requests[key] = PinRequest(key, PINNED_SPATIAL, PIN_LAYOUT, loop.loop_var.name)
+    return [requests[key] for key in sorted(requests, key=lambda k: _order(stmt, k))]
+
+
+def _order(stmt, key: int) -> int:
+    """Loop order (for a deterministic dump)."""
+    return next(i for i, loop in enumerate(loops_under(stmt)) if loop.loop_var.__chandle__() == key)
+
+
+def kernel_is_sensitive(stmt) -> bool:
+    """The kernel folds something whose bits depend on the order (num_warps is then pinned)."""
+    return any(order_sensitive(r.block) for r, _ in block_sites(stmt))
