@@ -26,6 +26,7 @@ DEFAULT_ORDER = (
     PassEntry("FactorOutOfSums", "tir_passes.passes.factor_out_of_sums:FactorOutOfSums", False),
     PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True),
     PassEntry("LoopFusion", "tir_passes.passes.loop_fusion:LoopFusion", True),
+    PassEntry("ShareContractionLoops", "tir_passes.passes.share_contraction_loops:ShareContractionLoops", False),
     PassEntry("BufferLayout", "tir_passes.passes.buffer_layout:BufferLayout", False),
     PassEntry("RemoveUnitLoops", "tir_passes.passes.remove_unit_loops:RemoveUnitLoops", False),
     PassEntry("NormalizeLoopStarts", "tir_passes.passes.normalize_loop_starts:NormalizeLoopStarts", False),
