@@ -51,12 +51,6 @@ from tir_passes.checks.decision_plan import decision_plan
 from tir_passes.checks.numerics import NumericsPlan, progress
 from tir_passes.checks.shape_reduction import copy_with, larger_mappings
 from tir_passes.infra.pass_util import take_raised_error
-=======
-from tir_passes.passes.normalize_loop_starts import NormalizeLoopStarts
-from tir_passes.passes.remove_unit_loops import RemoveUnitLoops
-from tir_passes.passes.share_contraction_loops import ShareContractionLoops
-from tir_passes.passes.tiling import Tiling
->>>>>>> 752a792 (ShareContractionLoops: sibling K loops of independent contractions become one loop, so SwiGLU's two projections are two tl.dots over one K loop sharing X's loads; a contraction that is not a tl.dot carries a typed NotDot (tile.not_dot) with its reason, in the decisions; tile sizes and the register/shared estimate count the dots of one K loop)
 from tir_passes.infra import dump
 from tir_passes.pass_order import DEFAULT_ORDER, PassEntry
 from tir_passes.checks import bounds, verify
@@ -65,7 +59,6 @@ from tir_passes.checks.verify_contract import check_contract
 CHECKS = ("well_formed", "round_trip", "purity", "bounds", "contract", "numerics")
 
 # passes whose reproducer can rebuild them by import path
-<<<<<<< HEAD
 KNOWN_PASSES = {entry.name: entry.import_path for entry in DEFAULT_ORDER}
 
 

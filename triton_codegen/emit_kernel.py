@@ -424,12 +424,15 @@ class KernelPrinter:
 
     def _render_dot(self, expr: Dot) -> str:
         a, b = self.name_of(expr.a), self.name_of(expr.b)
-        if "bfloat16" in (expr.a.dtype, expr.b.dtype):
+        if expr.precision == "bf16":   # float32_matmul_precision="medium": bf16 operands, fp32 accumulation
+            a, b = f"{a}.to(tl.bfloat16)", f"{b}.to(tl.bfloat16)"
+        if "bfloat16" in (expr.a.dtype, expr.b.dtype) or expr.precision == "bf16":
             self.helpers.add("_dot_operand")
             a, b = f"_dot_operand({a})", f"_dot_operand({b})"
         a_mk = a if expr.a.dims == (expr.m, expr.k) else f"tl.trans({a})"
         b_kn = b if expr.b.dims == (expr.k, expr.n) else f"tl.trans({b})"
-        precision = f", input_precision=\"{expr.precision}\"" if expr.a.dtype == "float32" else ""
+        fp32_operands = expr.a.dtype == "float32" and expr.precision != "bf16"
+        precision = f", input_precision=\"{expr.precision}\"" if fp32_operands else ""
         acc = self.name_of(expr.acc)
         if expr.dims == (expr.m, expr.n):
             return f"tl.dot({a_mk}, {b_kn}, {acc}{precision})"
