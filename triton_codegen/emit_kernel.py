@@ -13,6 +13,7 @@ printer reshapes and permutes it to and from the kernel's axis order.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -157,13 +158,46 @@ def format_const(const: Const) -> str:
 
 
 class NameTable:
-    def __init__(self) -> None:
+    """The kernel's temporaries: each is `base`, or `base_1`, `base_2`, ..., the first that no
+    name the kernel already has (`taken`: its parameters, axes, loops and registers, which the
+    lowering named from the TIR) and no earlier temporary holds."""
+
+    def __init__(self, taken=()) -> None:
+        self.taken: set[str] = set(taken)
         self.used: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
-        count = self.used.get(base, 0)
-        self.used[base] = count + 1
-        return base if count == 0 else f"{base}_{count}"
+        while True:
+            count = self.used.get(base, 0)
+            self.used[base] = count + 1
+            name = base if count == 0 else f"{base}_{count}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+def _names_in(node, found: set[str]) -> None:
+    """Every name the lowering gave a value in `node` (scalars, registers, loop indices, assignments)."""
+    if isinstance(node, (Scalar, Reg)):
+        found.add(node.name)
+    elif isinstance(node, (Assign, Loop)):
+        found.add(node.name if isinstance(node, Assign) else node.var)
+    elif isinstance(node, CombineAssign):
+        found.update(node.names)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for item in dataclasses.fields(node):
+            _names_in(getattr(node, item.name), found)
+    elif isinstance(node, (tuple, list)):
+        for item in node:
+            _names_in(item, found)
+
+
+def kernel_names(kernel: TileKernel, plan: DescriptorPlan | None = None) -> set[str]:
+    """The names a kernel has before the printer adds any: what temporaries must avoid."""
+    names = {param.split(":")[0] for param in kernel_parameters(kernel, plan)} | {kernel.name}
+    names |= {axis.var for axis in kernel.grid}   # not the axes' names: the printer names their positions so
+    _names_in((kernel.dims, kernel.grid, kernel.body), names)
+    return names
 
 
 class KernelPrinter:
@@ -173,7 +207,7 @@ class KernelPrinter:
         self.plan = plan
         self.order = [d.name for d in kernel.dims]
         self.blocks = {d.name: d.block for d in kernel.dims}
-        self.names = NameTable()
+        self.names = NameTable(kernel_names(kernel, plan) | set(HELPERS))
         self.scopes: list[dict] = [{}]
         self.helpers: set[str] = set()
 
@@ -561,29 +595,33 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
     axes = list(kernel.grid)
     if not axes:
         return
-    src.line("pid = tl.program_id(0)")
+    # the printer's own names, fresh: a TIR loop may be called pid or rest
+    pid, rest = printer.names.fresh("pid"), printer.names.fresh("rest")
+    src.line(f"{pid} = tl.program_id(0)")
     counts = [printer.name_of(a.count) for a in axes]
     if kernel.group_m and len(axes) >= 2:
         m, n = axes[-2], axes[-1]
         lead = axes[:-2]
-        src.line(f"num_m = {counts[-2]}")
-        src.line(f"num_n = {counts[-1]}")
-        src.line("pid_mn = pid % (num_m * num_n)")
+        num_m, num_n, pid_mn, group, first_m, group_rows = (printer.names.fresh(base) for base in (
+            "num_m", "num_n", "pid_mn", "group", "first_m", "group_rows"))
+        src.line(f"{num_m} = {counts[-2]}")
+        src.line(f"{num_n} = {counts[-1]}")
+        src.line(f"{pid_mn} = {pid} % ({num_m} * {num_n})")
         if len(axes) > 2:
-            src.line("rest = pid // (num_m * num_n)")
-        src.line("group = GROUP_M * num_n  # programs per group of GROUP_M rows, for L2 reuse")
-        src.line("first_m = (pid_mn // group) * GROUP_M")
-        src.line("group_rows = tl.minimum(num_m - first_m, GROUP_M)")
-        src.line(f"{m.var} = first_m + (pid_mn % group) % group_rows")
-        src.line(f"{n.var} = (pid_mn % group) // group_rows")
+            src.line(f"{rest} = {pid} // ({num_m} * {num_n})")
+        src.line(f"{group} = GROUP_M * {num_n}  # programs per group of GROUP_M rows, for L2 reuse")
+        src.line(f"{first_m} = ({pid_mn} // {group}) * GROUP_M")
+        src.line(f"{group_rows} = tl.minimum({num_m} - {first_m}, GROUP_M)")
+        src.line(f"{m.var} = {first_m} + ({pid_mn} % {group}) % {group_rows}")
+        src.line(f"{n.var} = ({pid_mn} % {group}) // {group_rows}")
         counts, axes = counts[:-2], lead
-        remaining = "rest"
+        remaining = rest
     else:
-        remaining = "pid"
+        remaining = pid
     for axis, count in zip(reversed(axes[1:]), reversed(counts[1:])):
         src.line(f"{axis.var} = {remaining} % ({count})")
-        src.line(f"{remaining} = {remaining} // ({count})" if remaining != "pid" else f"rest = pid // ({count})")
-        remaining = "rest"
+        src.line(f"{remaining} = {remaining} // ({count})" if remaining != pid else f"{rest} = {pid} // ({count})")
+        remaining = rest
     if axes:
         src.line(f"{axes[0].var} = {remaining}")
 
