@@ -164,6 +164,8 @@ def cmd_compile(args) -> int:
     path = kernel.save(args.out_dir)
     manifest = kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"), os.path.basename(path))
     print(f"wrote {path} ({len(kernel.program.kernels)} kernel(s)) and {manifest}")
+    for advice in kernel.advice:
+        print(f"advice: {advice}")
     if args.check:  # compile() ran the kernel check unless --no-verify
         report = kernel.check_report or check_against_tvm(kernel, mod)
         print(report)
