@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 from lowering.matmul_precision import HIGHEST
 from lowering.tile_ir import Const, TileProgram
-from tir_passes.gpu_specs import GpuSpec
-from tir_passes.nest import contraction_operands, element_bytes, operands_dtype, realizes_under
-from tir_passes.pass_util import top_level_statements
-from tir_passes.tile_contract import (NOT_DOT_EXTRA_AXES, NOT_DOT_MISSING_AXIS, NOT_DOT_SERIAL_K, NOT_DOT_SMALL_TILE,
-                                      dot_mark, not_dot_mark)
+from tir_passes.analyses.nest import contraction_operands, operands_dtype, realizes_under
+from tir_passes.contracts.gpu_specs import GpuSpec
+from tir_passes.contracts.tile_contract import (NOT_DOT_EXTRA_AXES, NOT_DOT_MISSING_AXIS, NOT_DOT_SERIAL_K,
+                                                NOT_DOT_SMALL_TILE, dot_mark, not_dot_mark)
+from tir_passes.infra.dtypes import element_bytes
+from tir_passes.infra.pass_util import top_level_statements
 
 from .configs import config_space
 from .hardware_model import REGISTER_LIMIT, estimate_resources, summarize

@@ -9,7 +9,7 @@ from tvm.script import tirx as T
 
 from examples.matmul import make_matmul
 from examples.softmax import make_softmax
-from tir_passes.gpu_specs import gpu_spec
+from tir_passes.contracts.gpu_specs import gpu_spec
 from triton_codegen import compile
 from triton_codegen.advice import (FP32_IEEE_DOT, GLOBAL_ROUND_TRIP, NOT_A_DOT, REGISTER_SPILL, Advice,
                                    program_advice)
