@@ -181,3 +181,34 @@ def test_a_contraction_that_is_not_a_dot_says_why():
     assert len(not_dots) == 1 and next(iter(not_dots.values())).reason == NOT_DOT_SERIAL_K
     decisions = "\n".join(kernel.tir["main"].body.block.annotations["tile.decisions"])
     assert f"{next(iter(not_dots))} is not a tl.dot (serial-reduction)" in decisions
+
+
+def test_two_scores_of_one_query_are_two_dots_over_one_loop():
+    """Q·K1ᵀ and Q·K2ᵀ summed (two score contractions of one query), fp32 operands under "high"."""
+
+    @T.prim_func(s_tir=True)
+    def two_scores(Q: T.Buffer((37, 24), "float32"), K1: T.Buffer((45, 24), "float32"),
+                   K2: T.Buffer((45, 24), "float32"), S: T.Buffer((37, 45), "float32")):
+        S1 = T.sblock_alloc_buffer((37, 45), "float32")
+        S2 = T.sblock_alloc_buffer((37, 45), "float32")
+        for i, j, d in T.grid(37, 45, 24):
+            with T.sblock("S1"):
+                vi, vj, vd = T.axis.remap("SSR", [i, j, d])
+                with T.init():
+                    S1[vi, vj] = T.float32(0)
+                S1[vi, vj] = S1[vi, vj] + Q[vi, vd] * K1[vj, vd]
+        for i, j, d in T.grid(37, 45, 24):
+            with T.sblock("S2"):
+                vi, vj, vd = T.axis.remap("SSR", [i, j, d])
+                with T.init():
+                    S2[vi, vj] = T.float32(0)
+                S2[vi, vj] = S2[vi, vj] + Q[vi, vd] * K2[vj, vd]
+        for i, j in T.grid(37, 45):
+            with T.sblock("S"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                S[vi, vj] = S1[vi, vj] * T.float32(0.125) + S2[vi, vj]
+
+    kernel = compile(two_scores, verify=False, float32_matmul_precision="high")
+    source = _kernel_source(kernel)
+    assert source.count('input_precision="tf32"') == 2 and source.count("Q_ptr +") == 1
+    assert [len(k[2]) for k in plan_signature(kernel)] == [2]
