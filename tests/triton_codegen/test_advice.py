@@ -58,7 +58,8 @@ def test_an_fp32_ieee_dot_and_what_to_choose_instead():
     advice = compile(matmul, verify=False, float32_matmul_precision="highest").advice
     assert [a.kind for a in advice] == [FP32_IEEE_DOT] and "float32_matmul_precision='high'" in advice[0].instead
     assert FP32_IEEE_DOT not in _kinds(compile(matmul, verify=False, float32_matmul_precision="high"))
-    assert FP32_IEEE_DOT not in _kinds(compile(make_matmul(37, 45, 53), verify=False, float32_matmul_precision="highest"))
+    fp16 = compile(make_matmul(37, 45, 53), verify=False, float32_matmul_precision="highest")
+    assert FP32_IEEE_DOT not in _kinds(fp16)
 
 
 def test_a_kernel_split_through_global_memory():
