@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--float32-matmul-precision", choices=("highest", "high", "medium"),
                           help="how tl.dots with fp32 operands compute, as torch.set_float32_matmul_precision: "
                                "highest = IEEE fp32, high = TF32, medium = bf16 operands (default: PyTorch's setting)")
-    compile_.add_argument("--allow-tf32", action="store_true", help="the old spelling of --float32-matmul-precision high")
+    compile_.add_argument("--allow-tf32", action="store_true",
+                          help="the old spelling of --float32-matmul-precision high")
     compile_.add_argument("--backend", choices=sorted(REGISTERED), default="triton",
                           help="gluon: a thread-bound schedule with shared staging to a Gluon module (GPU only)")
 

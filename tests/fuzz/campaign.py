@@ -65,7 +65,8 @@ def _executor(jobs: int):
 
 def _run_task(task) -> Outcome:
     seed, verify, settings = task
-    return run_program(generate(seed, settings.family, hostile_names=settings.hostile_names), settings.work_dir, verify=verify, aot_arch=settings.aot_arch,
+    program = generate(seed, settings.family, hostile_names=settings.hostile_names)
+    return run_program(program, settings.work_dir, verify=verify, aot_arch=settings.aot_arch,
                        out_dir=settings.out_dir, timeout_s=settings.timeout_s, known=settings.known)
 
 

@@ -22,8 +22,9 @@ from tvm import tirx
 
 from tir_passes.analyses.nest import loops_under, realizes_under
 from tir_passes.infra.pass_util import root_block, top_level_statements
-from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, NotDot,
-                                                ScanMark, dot_mark, kernel_tile, loop_tile, not_dot_mark, scan_mark)
+from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile,
+                                                NotDot, ScanMark, dot_mark, kernel_tile, loop_tile, not_dot_mark,
+                                                scan_mark)
 
 # written by loop_fusion.py, buffer_layout.py and bank_conflict_free_tiling.py
 FUSION_KEY, LAYOUT_KEY, BANK_KEY = "fusion.decisions", "layout.decisions", "bank.decision"
