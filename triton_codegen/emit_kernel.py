@@ -133,8 +133,10 @@ HELPERS = {
     "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",
     "_tir_multiply": "@triton.jit\ndef _tir_multiply(a, b):\n    return a * b\n",
     # Triton's interpreter (3.9) computes tl.dot on bfloat16 operands from their raw bits (garbage);
-    # there the operands go in fp32, which holds every bfloat16 product exactly
-    "_dot_operand": ("_UPCAST_DOT_OPERANDS = tl.constexpr(_INTERPRETED)\n\n\n@triton.jit\ndef _dot_operand(x):\n"
+    # there the operands go in fp32, which holds every bfloat16 product exactly (the kernels come
+    # before the runtime's _INTERPRETED in the module: the helper reads the environment itself)
+    "_dot_operand": ('_UPCAST_DOT_OPERANDS = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")\n\n\n'
+                     "@triton.jit\ndef _dot_operand(x):\n"
                      "    if _UPCAST_DOT_OPERANDS:\n        return x.to(tl.float32)\n    return x\n"),
 }
 # Triton's reductions widen these (bf16 and 16-bit float sums to fp32, narrow integers to int32)
