@@ -69,4 +69,5 @@ def test_cli_flag_reaches_the_manifest(tmp_path):
                            "--no-verify", "--float32-matmul-precision", "high"], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
     assert done.returncode == 0, done.stderr
-    assert json.loads((tmp_path / "manifest.json").read_text())["float32_matmul_precision"] == "high"
+    [entry] = json.loads((tmp_path / "manifest.json").read_text())["modules"].values()
+    assert entry["float32_matmul_precision"] == "high"
