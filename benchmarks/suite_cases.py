@@ -29,6 +29,7 @@ from matmul import make_matmul  # noqa: E402
 from quantize_int8 import make_quantize_int8  # noqa: E402
 from rmsnorm import make_rmsnorm  # noqa: E402
 from softmax import make_softmax  # noqa: E402
+from swiglu import make_swiglu  # noqa: E402
 from transpose import make_transpose  # noqa: E402
 
 from tir_passes import differentiate  # noqa: E402
@@ -60,6 +61,7 @@ class Case:
     goal: Goal = field(default_factory=Goal)
     shape_vars: Callable[[dict], dict] = lambda s: {}   # symbolic sizes the module binds from tensors
     deterministic: bool = False                   # compile(deterministic=True) (docs/determinism.md)
+    options: dict = field(default_factory=dict)   # other compile() options (float32_matmul_precision)
 
 
 BEST = "the best peer"   # suite_report.BEST: the goal is against the fastest peer of the run
@@ -77,6 +79,8 @@ def _matmul_bytes(s: dict) -> int:
 
 def _linear_bytes(s: dict) -> int:
     return (s["M"] * s["K"] + s["N"] * s["K"] + s["M"] * s["N"]) * 2
+def _swiglu_bytes(s: dict) -> int:
+    return (s["M"] * s["K"] + 2 * s["N"] * s["K"] + s["M"] * s["N"]) * 2
 
 
 def _attention_flops(s: dict, causal: bool) -> int:
@@ -160,6 +164,16 @@ CASES = (
     Case("quantize_int8_fp16_16384x8192", "quantize_int8", lambda s: make_quantize_int8(s["M"], s["N"], "float16"),
          ROWS, dict(M=37, N=48), lambda s: s["M"] * s["N"] * 3 + s["M"] * 4,
          goal=Goal(copy_fraction=0.90, versus=(("torch.compile", 1.0),), kernels=1)),
+    # issue 22: two contraction blocks and an elementwise block, one kernel with two tl.dots over one K loop
+    Case("swiglu_fp16_4096x11008x4096", "swiglu", lambda s: make_swiglu(s["M"], s["N"], s["K"]),
+         dict(M=4096, N=11008, K=4096), dict(M=37, N=45, K=53), _swiglu_bytes,
+         lambda s: 4 * s["M"] * s["N"] * s["K"], Goal(versus=(("torch.compile", 1.0),), kernels=1)),
+    # issue 22: fp32 attention under float32_matmul_precision="high": both dots on TF32 tensor cores
+    Case("attention_fp32_high_b4h32s4096d128", "attention_fp32_high",
+         lambda s: make_attention(s["B"], s["H"], s["S"], s["D"], dtype="float32"),
+         dict(B=4, H=32, S=4096, D=128), dict(B=1, H=2, S=37, D=16),
+         lambda s: 4 * s["B"] * s["H"] * s["S"] * s["D"] * 4, lambda s: _attention_flops(s, causal=False),
+         Goal(versus=(("SDPA tf32", 0.80),), kernels=1), options=dict(float32_matmul_precision="high")),
 )
 
 

@@ -124,6 +124,32 @@ def _quantize_int8(x):
     h = x.float()
     absmax = h.abs().amax(dim=1, keepdim=True).clamp_min(1e-6)
     return torch.round(h * 127 / absmax).clamp(-127, 127).to(torch.int8)
+def _swiglu_ref(args):
+    x, wg, wu = _f64(args)[:3]
+    gate = x @ wg.T
+    return {3: gate * torch.sigmoid(gate) * (x @ wu.T)}
+
+
+def _swiglu(x, wg, wu):
+    """What a user writes in torch: the two projections (fp32 accumulation, fp16 results) and silu."""
+    return F.silu(x @ wg.T) * (x @ wu.T)
+
+
+def _attention_fp32_high_ref(args):
+    return _attention_ref(args, causal=False)
+
+
+def _sdpa_tf32(device):
+    """SDPA on fp32 inputs under torch.set_float32_matmul_precision("high") (no flash kernel takes
+    fp32: PyTorch picks its memory-efficient or math backend, with TF32 matmuls)."""
+    def call(args):
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high")
+        try:
+            return F.scaled_dot_product_attention(*args[:3])
+        finally:
+            torch.set_float32_matmul_precision(before)
+    return {"SDPA tf32": call}
 
 
 def _eager_and_compiled(function, arity: int):
@@ -253,6 +279,8 @@ PROGRAMS = {
     "attention_backward": (_backward_ref(lambda q, k, v: _attention_f64(q, k, v, causal=False), 3),
                            _autograd_peer("SDPA flash backward", _flash, 3)),
     "quantize_int8": (_quantize_int8_ref, _eager_and_compiled(_quantize_int8, 1)),
+    "swiglu": (_swiglu_ref, _eager_and_compiled(_swiglu, 3)),
+    "attention_fp32_high": (_attention_fp32_high_ref, _sdpa_tf32),
 }
 
 

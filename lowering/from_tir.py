@@ -33,6 +33,7 @@ from lowering.rules import reductions
 from lowering.rules.accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
 from lowering.rules.exprs import cast, check_dtype, fold_binary, lower_expr
 from lowering.rewrites.hoist_loads import hoist_invariant_loads
+from lowering.matmul_precision import HIGHEST
 from lowering.rules.kernel_scope import TILE_ARITHMETIC, KernelScope, build_scope, window_names
 from lowering.rewrites.param_reads import with_reads
 from lowering.rules.scans import ScanState
@@ -42,7 +43,7 @@ from lowering.tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const
 
 
 def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes: tuple[str, ...] = (),
-                  allow_tf32: bool = False) -> TileProgram:
+                  float32_matmul_precision: str = HIGHEST) -> TileProgram:
     params = tuple(_param_spec(func, p) for p in func.params)
     shape_vars = _shape_var_names(func)
     statements = top_level_statements(func)
@@ -54,13 +55,13 @@ def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes:
     kernels, combines = [], []
     for index, (stmt, record) in enumerate(zip(statements, records)):
         lowering = KernelLowering(func, f"{python_name(name)}_kernel{index}", globals_, record, scalars,
-                                  shape_vars, allow_tf32)
+                                  shape_vars, float32_matmul_precision)
         kernels.append(lowering.lower(stmt))
         combines += [c for c in lowering.combines if c not in combines]
     scratch = tuple(ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs)
     params = with_reads(params, func, tuple(kernels))
     return TileProgram(python_name(name), params, tuple(shape_vars), scratch, tuple(kernels), source_hash, passes,
-                       tuple(combines), deterministic_promise(func))
+                       tuple(combines), deterministic_promise(func), float32_matmul_precision)
 
 
 def _needs_memory(buffer: str, statements, records: list[KernelTile]) -> bool:
@@ -141,9 +142,10 @@ def statements_text(table: dict) -> str:
 class KernelLowering:
     """Lowers one kernel: holds its scope, the statements emitted so far and its registers."""
 
-    def __init__(self, func, name, global_buffers, record: KernelTile, scalar_params, shape_vars, allow_tf32=False):
+    def __init__(self, func, name, global_buffers, record: KernelTile, scalar_params, shape_vars,
+                 float32_matmul_precision: str = HIGHEST):
         self.func = func
-        self.allow_tf32 = allow_tf32
+        self.float32_matmul_precision = float32_matmul_precision
         self.name = name
         self.global_buffers = {b.name: b for b in global_buffers}
         self.record = record

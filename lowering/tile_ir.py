@@ -174,7 +174,7 @@ class Dot:
     m: str
     k: str
     n: str
-    precision: str  # ieee or tf32 (float32 inputs); ignored for 16-bit inputs
+    precision: str  # float32 inputs: ieee, tf32, or bf16 (operands rounded to bfloat16); 16-bit inputs: ieee
     dtype: str
     dims: tuple[str, ...]
 
@@ -355,3 +355,4 @@ class TileProgram:
     passes: tuple[str, ...] = field(default=())
     combines: tuple[SelectCombine, ...] = ()   # generated functions the kernels call
     deterministic: bool = False                # Tiling's promise: every reduction order is pinned
+    float32_matmul_precision: str = "highest"  # PyTorch's name of how fp32 tl.dots compute (matmul_precision.py)

@@ -28,6 +28,7 @@ DEFAULT_ORDER = (
     PassEntry("SplitReduction", "tir_passes.passes.split_reduction:SplitReduction", True, True),
     PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True, True),
     PassEntry("LoopFusion", "tir_passes.passes.loop_fusion:LoopFusion", True),
+    PassEntry("ShareContractionLoops", "tir_passes.passes.share_contraction_loops:ShareContractionLoops", False),
     PassEntry("BufferLayout", "tir_passes.passes.buffer_layout:BufferLayout", False),
     PassEntry("RemoveUnitLoops", "tir_passes.passes.remove_unit_loops:RemoveUnitLoops", False, True),
     PassEntry("NormalizeLoopStarts", "tir_passes.passes.normalize_loop_starts:NormalizeLoopStarts", False),

@@ -19,6 +19,8 @@ Order, and why:
                     then fuses the scores into that loop
   LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
                     consumer's shared loops (before the loop clean-ups: it leaves unit loops)
+  ShareContractionLoops  sibling K loops of independent contractions (SwiGLU's two projections
+                    under the shared loops LoopFusion made) -> one loop, so each is a tl.dot
   BufferLayout      intermediates that still cross kernels get the axis their loops walk
                     contiguously as the unit-stride one (only fusion knows which survive)
   RemoveUnitLoops   no extent-1 loops: each remaining loop becomes a grid, tile or serial axis

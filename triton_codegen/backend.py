@@ -25,7 +25,7 @@ REGISTERED = {
 class LowerOptions:
     """What the user chose that the lowering and emitter read (never re-derived by them)."""
 
-    allow_tf32: bool = False
+    float32_matmul_precision: str = "highest"   # PyTorch's name (lowering/matmul_precision.py)
     debug: bool = False
 
 
@@ -41,6 +41,7 @@ class Backend:
     describe: Callable[[object], str]                     # program -> its text, for dumps and reports
     expression_ops: frozenset[str]                        # the lowering's expression ops the emitter writes
     deterministic: bool = False                           # pipeline(gpu, deterministic=True) keeps the promise
+    advise: Callable[..., tuple] = lambda program, func, spec: ()   # (program, final PrimFunc, GpuSpec) -> advice
 
 
 def backend(name: str) -> Backend:

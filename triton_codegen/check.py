@@ -22,6 +22,7 @@ import torch
 
 from tvm import tirx
 
+from lowering.matmul_precision import dot_tolerance
 from tir_passes.checks.interpret import NotEvaluated, evaluate
 from tir_passes.infra.frontend import as_module
 from tir_passes.checks.numerics import ReferenceRun, buffer_params, symbolic_sizes
@@ -166,7 +167,10 @@ def check_kernel(kernel, reference: ReferenceRun, interpret: bool | None = True)
         results.append({name: to_numpy(view) for name, (view, _) in guarded.items()})
         for name, (_, storage) in guarded.items():
             problems += [p for p in _margin_problems(name, storage) if p not in problems]
-    mismatches = reference.mismatches(results)
+    program = getattr(kernel, "program", None)
+    tolerance = dot_tolerance(program, reference.scalars) if program is not None else None
+    mismatches = (reference.mismatches(results, tolerance.scale, tolerance.checked_as()) if tolerance is not None
+                  else reference.mismatches(results))
     opinion = ""
     if mismatches and not problems:
         mismatches, opinion = second_opinion(reference, results, mismatches)

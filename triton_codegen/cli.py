@@ -46,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--dump-dir", help="also write the stage dumps and the tile program here")
     compile_.add_argument("--no-verify", action="store_true", help="skip the per-pass verification")
     compile_.add_argument("--check", action="store_true", help="run the kernel (Triton interpreter) against TVM's CPU build")
-    compile_.add_argument("--allow-tf32", action="store_true", help="let fp32 tl.dot use tf32 tensor cores")
+    compile_.add_argument("--float32-matmul-precision", choices=("highest", "high", "medium"),
+                          help="how tl.dots with fp32 operands compute, as torch.set_float32_matmul_precision: "
+                               "highest = IEEE fp32, high = TF32, medium = bf16 operands (default: PyTorch's setting)")
+    compile_.add_argument("--allow-tf32", action="store_true",
+                          help="the old spelling of --float32-matmul-precision high")
     compile_.add_argument("--backend", choices=sorted(REGISTERED), default="triton",
                           help="gluon: a thread-bound schedule with shared staging to a Gluon module (GPU only)")
     compile_.add_argument("--deterministic", action="store_true",
@@ -158,13 +162,16 @@ def cmd_compile(args) -> int:
     from triton_codegen import check_against_tvm, compile
 
     mod, name, passes = _load(args)
-    kernel = compile(mod, dump_dir=args.dump_dir, verify=not args.no_verify, gpu=args.gpu, allow_tf32=args.allow_tf32,
+    kernel = compile(mod, dump_dir=args.dump_dir, verify=not args.no_verify, gpu=args.gpu,
+                     float32_matmul_precision=args.float32_matmul_precision, allow_tf32=args.allow_tf32 or None,
                      backend=args.backend, passes=passes if args.backend == "triton" else None,
                      deterministic=args.deterministic)
     os.makedirs(args.out_dir, exist_ok=True)
     path = kernel.save(args.out_dir)
     manifest = kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"), os.path.basename(path))
     print(f"wrote {path} ({len(kernel.program.kernels)} kernel(s)) and {manifest}")
+    for advice in kernel.advice:
+        print(f"advice: {advice}")
     if args.check:  # compile() ran the kernel check unless --no-verify
         report = kernel.check_report or check_against_tvm(kernel, mod)
         print(report)

@@ -15,8 +15,10 @@ import tempfile
 
 import tvm_ffi
 
+from lowering.matmul_precision import resolve_precision
 from tir_passes.checks.input_checks import check_input
 from tir_passes.contracts.autodiff import signature
+from tir_passes.contracts.gpu_specs import gpu_spec
 from tir_passes.errors import FrontendError, VerificationError
 from tir_passes.infra.frontend import as_module
 from tir_passes.passes.autodiff import differentiate
@@ -36,10 +38,15 @@ def structural_hash_hex(func) -> str:
 
 
 def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | None = None, verify: bool = True,
-            gpu: str = "H200", passes=None, disable=(), allow_tf32: bool = False,
-            debug: bool = False, backend: str = "triton", wrt=None,
-            deterministic: bool = False) -> CompiledKernel:  # noqa: A001
+            gpu: str = "H200", passes=None, disable=(), float32_matmul_precision: str | None = None,
+            allow_tf32: bool | None = None, debug: bool = False, backend: str = "triton",
+            wrt=None, deterministic: bool = False) -> CompiledKernel:  # noqa: A001
     """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) with a registered backend.
+
+    float32_matmul_precision: how every tl.dot with fp32 operands computes, in PyTorch's names
+    ("highest": IEEE fp32, "high": TF32, "medium": bf16 operands; lowering/matmul_precision.py);
+    default `torch.get_float32_matmul_precision()` now. `allow_tf32=True` is an old spelling of
+    "high". The result's `advice` says what in the program costs speed (advice.py).
 
     wrt: parameter names; the backward (`tir_passes.differentiate(func, wrt)`) is compiled too, the
     same way (its dumps in `dump_dir/backward`), as `kernel.backward`; the module names it, so
@@ -61,6 +68,7 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     chosen = registered_backend(backend)
     if deterministic and not chosen.deterministic:
         raise FrontendError(f"deterministic=True is a promise the {chosen.name} backend's pipeline does not make")
+    precision = resolve_precision(float32_matmul_precision, allow_tf32)
     mod = as_module(func_or_module, func_name)
     name = str(mod["main"].attrs["global_symbol"])
     # before the pipeline's checks build anything with TVM: the input's structure, then what the
@@ -71,13 +79,13 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     if wrt is not None:
         backward_func = differentiate(mod["main"], wrt)
         backward = compile(backward_func, dump_dir=os.path.join(dump_dir, "backward") if dump_dir else None,
-                           verify=verify, gpu=gpu, passes=passes, disable=disable, allow_tf32=allow_tf32, debug=debug,
-                           backend=backend, deterministic=deterministic)
+                           verify=verify, gpu=gpu, passes=passes, disable=disable, float32_matmul_precision=precision,
+                           debug=debug, backend=backend, deterministic=deterministic)
         link = link_for(signature(backward_func), backward.name)
     pipeline = list(passes) if passes is not None else \
         chosen.pipeline(gpu, deterministic=True) if deterministic else chosen.pipeline(gpu)
     result = run_pipeline(mod, pipeline, dump_dir=dump_dir, checks=CHECKS if verify else (), disable=disable)
-    options = LowerOptions(allow_tf32=allow_tf32, debug=debug)
+    options = LowerOptions(float32_matmul_precision=precision, debug=debug)
     kernel = _emit(chosen, result.module, name, structural_hash_hex(mod["main"]),
                    tuple(s.name for s in result.stages), options, result)
     if deterministic and not getattr(kernel.program, "deterministic", False):
@@ -85,6 +93,8 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
                             "with default_pipeline(gpu, deterministic=True))")
     if backward is not None:
         kernel = kernel.with_backward(backward, link)
+    kernel.float32_matmul_precision = precision
+    kernel.advice = chosen.advise(kernel.program, result.module["main"], gpu_spec(gpu))
     if dump_dir:
         with open(os.path.join(dump_dir, "tile_program.txt"), "w") as handle:
             handle.write(chosen.describe(kernel.program))

@@ -13,6 +13,7 @@ printer reshapes and permutes it to and from the kernel's axis order.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -133,9 +134,10 @@ HELPERS = {
     "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",
     "_tir_multiply": "@triton.jit\ndef _tir_multiply(a, b):\n    return a * b\n",
     # Triton's interpreter (3.9) computes tl.dot on bfloat16 operands from their raw bits (garbage);
-    # there the operands go in fp32, which holds every bfloat16 product exactly (read here: the module's
-    # runtime, which defines _INTERPRETED, comes after its kernels)
-    "_dot_operand": ("_UPCAST_DOT_OPERANDS = tl.constexpr(os.environ.get(\"TRITON_INTERPRET\") == \"1\")\n\n\n@triton.jit\ndef _dot_operand(x):\n"
+    # there the operands go in fp32, which holds every bfloat16 product exactly (the kernels come
+    # before the runtime's _INTERPRETED in the module: the helper reads the environment itself)
+    "_dot_operand": ('_UPCAST_DOT_OPERANDS = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")\n\n\n'
+                     "@triton.jit\ndef _dot_operand(x):\n"
                      "    if _UPCAST_DOT_OPERANDS:\n        return x.to(tl.float32)\n    return x\n"),
 }
 # Triton's reductions widen these (bf16 and 16-bit float sums to fp32, narrow integers to int32)
@@ -159,13 +161,46 @@ def format_const(const: Const) -> str:
 
 
 class NameTable:
-    def __init__(self) -> None:
+    """The kernel's temporaries: each is `base`, or `base_1`, `base_2`, ..., the first that no
+    name the kernel already has (`taken`: its parameters, axes, loops and registers, which the
+    lowering named from the TIR) and no earlier temporary holds."""
+
+    def __init__(self, taken=()) -> None:
+        self.taken: set[str] = set(taken)
         self.used: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
-        count = self.used.get(base, 0)
-        self.used[base] = count + 1
-        return base if count == 0 else f"{base}_{count}"
+        while True:
+            count = self.used.get(base, 0)
+            self.used[base] = count + 1
+            name = base if count == 0 else f"{base}_{count}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+def _names_in(node, found: set[str]) -> None:
+    """Every name the lowering gave a value in `node` (scalars, registers, loop indices, assignments)."""
+    if isinstance(node, (Scalar, Reg)):
+        found.add(node.name)
+    elif isinstance(node, (Assign, Loop)):
+        found.add(node.name if isinstance(node, Assign) else node.var)
+    elif isinstance(node, CombineAssign):
+        found.update(node.names)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for item in dataclasses.fields(node):
+            _names_in(getattr(node, item.name), found)
+    elif isinstance(node, (tuple, list)):
+        for item in node:
+            _names_in(item, found)
+
+
+def kernel_names(kernel: TileKernel, plan: DescriptorPlan | None = None) -> set[str]:
+    """The names a kernel has before the printer adds any: what temporaries must avoid."""
+    names = {param.split(":")[0] for param in kernel_parameters(kernel, plan)} | {kernel.name}
+    names |= {axis.var for axis in kernel.grid}   # not the axes' names: the printer names their positions so
+    _names_in((kernel.dims, kernel.grid, kernel.body), names)
+    return names
 
 
 class KernelPrinter:
@@ -175,7 +210,7 @@ class KernelPrinter:
         self.plan = plan
         self.order = [d.name for d in kernel.dims]
         self.blocks = {d.name: d.block for d in kernel.dims}
-        self.names = NameTable()
+        self.names = NameTable(kernel_names(kernel, plan) | set(HELPERS))
         self.scopes: list[dict] = [{}]
         self.helpers: set[str] = set()
 
@@ -451,12 +486,15 @@ class KernelPrinter:
 
     def _render_dot(self, expr: Dot) -> str:
         a, b = self.name_of(expr.a), self.name_of(expr.b)
-        if "bfloat16" in (expr.a.dtype, expr.b.dtype):
+        if expr.precision == "bf16":   # float32_matmul_precision="medium": bf16 operands, fp32 accumulation
+            a, b = f"{a}.to(tl.bfloat16)", f"{b}.to(tl.bfloat16)"
+        if "bfloat16" in (expr.a.dtype, expr.b.dtype) or expr.precision == "bf16":
             self.helpers.add("_dot_operand")
             a, b = f"_dot_operand({a})", f"_dot_operand({b})"
         a_mk = a if expr.a.dims == (expr.m, expr.k) else f"tl.trans({a})"
         b_kn = b if expr.b.dims == (expr.k, expr.n) else f"tl.trans({b})"
-        precision = f", input_precision=\"{expr.precision}\"" if expr.a.dtype == "float32" else ""
+        fp32_operands = expr.a.dtype == "float32" and expr.precision != "bf16"
+        precision = f", input_precision=\"{expr.precision}\"" if fp32_operands else ""
         acc = self.name_of(expr.acc)
         if expr.dims == (expr.m, expr.n):
             return f"tl.dot({a_mk}, {b_kn}, {acc}{precision})"
@@ -585,29 +623,33 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
     axes = list(kernel.grid)
     if not axes:
         return
-    src.line("pid = tl.program_id(0)")
+    # the printer's own names, fresh: a TIR loop may be called pid or rest
+    pid, rest = printer.names.fresh("pid"), printer.names.fresh("rest")
+    src.line(f"{pid} = tl.program_id(0)")
     counts = [printer.name_of(a.count) for a in axes]
     if kernel.group_m and len(axes) >= 2:
         m, n = axes[-2], axes[-1]
         lead = axes[:-2]
-        src.line(f"num_m = {counts[-2]}")
-        src.line(f"num_n = {counts[-1]}")
-        src.line("pid_mn = pid % (num_m * num_n)")
+        num_m, num_n, pid_mn, group, first_m, group_rows = (printer.names.fresh(base) for base in (
+            "num_m", "num_n", "pid_mn", "group", "first_m", "group_rows"))
+        src.line(f"{num_m} = {counts[-2]}")
+        src.line(f"{num_n} = {counts[-1]}")
+        src.line(f"{pid_mn} = {pid} % ({num_m} * {num_n})")
         if len(axes) > 2:
-            src.line("rest = pid // (num_m * num_n)")
-        src.line("group = GROUP_M * num_n  # programs per group of GROUP_M rows, for L2 reuse")
-        src.line("first_m = (pid_mn // group) * GROUP_M")
-        src.line("group_rows = tl.minimum(num_m - first_m, GROUP_M)")
-        src.line(f"{m.var} = first_m + (pid_mn % group) % group_rows")
-        src.line(f"{n.var} = (pid_mn % group) // group_rows")
+            src.line(f"{rest} = {pid} // ({num_m} * {num_n})")
+        src.line(f"{group} = GROUP_M * {num_n}  # programs per group of GROUP_M rows, for L2 reuse")
+        src.line(f"{first_m} = ({pid_mn} // {group}) * GROUP_M")
+        src.line(f"{group_rows} = tl.minimum({num_m} - {first_m}, GROUP_M)")
+        src.line(f"{m.var} = {first_m} + ({pid_mn} % {group}) % {group_rows}")
+        src.line(f"{n.var} = ({pid_mn} % {group}) // {group_rows}")
         counts, axes = counts[:-2], lead
-        remaining = "rest"
+        remaining = rest
     else:
-        remaining = "pid"
+        remaining = pid
     for axis, count in zip(reversed(axes[1:]), reversed(counts[1:])):
         src.line(f"{axis.var} = {remaining} % ({count})")
-        src.line(f"{remaining} = {remaining} // ({count})" if remaining != "pid" else f"rest = pid // ({count})")
-        remaining = "rest"
+        src.line(f"{remaining} = {remaining} // ({count})" if remaining != pid else f"{rest} = {pid} // ({count})")
+        remaining = rest
     if axes:
         src.line(f"{axes[0].var} = {remaining}")
 

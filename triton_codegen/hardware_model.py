@@ -184,18 +184,22 @@ class Occupancy:
 
 def estimate_resources(kernel: dict, config: dict) -> Resources:
     """Registers and shared memory from the tiles alone, for configs not compiled yet: 32
-    registers of addressing plus one per element of the largest tile a thread holds (a tl.dot's
-    accumulator, else the widest load or store), and shared memory for `num_stages` copies of a
-    tl.dot's operand tiles (what Triton allocates for sm_90 when pointers are aligned, as torch's
-    are). Estimates rank configs and prune those past the register limit; what Triton reports
-    after compiling decides."""
+    registers of addressing plus one per element of the largest tile a thread holds (the tl.dot
+    accumulators of one K loop together, else the widest load or store), and shared memory for
+    `num_stages` copies of the operand tiles of the tl.dots of one K loop (what Triton allocates for
+    sm_90 when pointers are aligned, as torch's are). Estimates rank configs and prune those past the
+    register limit; what Triton reports after compiling decides."""
     threads = config["num_warps"] * 32
-    held = max([_tile_elements(kernel, config, a["axes"]) for a in kernel["accesses"]] +
-               [config[_block(kernel, d["m"])] * config[_block(kernel, d["n"])] for d in kernel["dots"]] + [1])
-    shared = 0
+    accumulators: dict[str, int] = {}   # dots over one K axis share its loop: their accumulators live together
+    staged: dict[str, int] = {}
     for dot in kernel["dots"]:
         bm, bn, bk = (config[_block(kernel, dot[axis])] for axis in ("m", "n", "k"))
-        shared = max(shared, config["num_stages"] * ELEMENT_BYTES.get(dot["dtype"], 4) * (bm + bn) * bk)
+        accumulators[dot["k"]] = accumulators.get(dot["k"], 0) + bm * bn
+        operand_bytes = ELEMENT_BYTES.get(dot["dtype"], 4) * (bm + bn) * bk
+        staged[dot["k"]] = staged.get(dot["k"], 0) + config["num_stages"] * operand_bytes
+    tiles = [_tile_elements(kernel, config, a["axes"]) for a in kernel["accesses"]]
+    held = max(tiles + list(accumulators.values()) + [1])
+    shared = max(staged.values(), default=0)
     return Resources(32 + math.ceil(held / threads), 0, shared, False)
 
 

@@ -47,6 +47,8 @@ class CompiledKernel:
         self.check_report = None   # the kernel check compile(verify=True) ran
         self.backward: CompiledKernel | None = None       # compile(wrt=...): the backward, which as_torch_op attaches
         self.backward_link: BackwardLink | None = None
+        self.float32_matmul_precision: str | None = None   # what compile() used (lowering/matmul_precision.py)
+        self.advice: tuple = ()     # what costs speed and what to write instead (advice.py; the Triton backend)
         self._path: str | None = None
 
     def with_backward(self, backward: CompiledKernel, link: BackwardLink) -> CompiledKernel:
@@ -120,6 +122,7 @@ class CompiledKernel:
             "source_structural_hash": self.program.source_hash,
             "passes": list(self.program.passes),
             "deterministic": bool(getattr(self.program, "deterministic", False)),
+            "float32_matmul_precision": self.float32_matmul_precision,
             "params": [{"name": p.name, "kind": p.kind, "dtype": p.dtype, "shape": list(p.shape), "written": p.written,
                         "read": p.read}
                        for p in self.program.params],

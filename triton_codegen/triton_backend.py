@@ -11,6 +11,7 @@ from lowering.support import check_supported
 from tir_passes.pipeline import default_pipeline
 
 from . import loader
+from .advice import program_advice
 from .backend import Backend, LowerOptions
 from .check import CheckReport, check_kernel
 from .emit_kernel import BINARY_RULES, UNARY_RULES
@@ -19,7 +20,7 @@ from .kernel import TritonKernel, interpret_mode
 
 
 def _lower(func, name: str, source_hash: str, passes: tuple[str, ...], options: LowerOptions):
-    program = lower_program(func, name, source_hash, passes, options.allow_tf32)
+    program = lower_program(func, name, source_hash, passes, options.float32_matmul_precision)
     if options.debug:
         program = replace(program, kernels=tuple(replace(k, debug=True) for k in program.kernels))
     return program
@@ -45,4 +46,5 @@ BACKEND = Backend(
     describe=format_program,
     expression_ops=frozenset(UNARY_RULES) | frozenset(BINARY_RULES),
     deterministic=True,
+    advise=program_advice,
 )

@@ -38,6 +38,7 @@ from tir_passes.contracts.tile_contract import TILE, ContractError, dot_mark
 
 from lowering.rules import selections
 from lowering.rules.exprs import accumulator_dtype, cast, identity, lower_expr
+from lowering.matmul_precision import dot_precision
 from lowering.rules.fold_order import fold_order_problem
 from lowering.rules.reduction_forms import Combiner, reduction_form
 from lowering.tile_ir import Arange, Assign, Binary, Cast, Const, Dot, Expr, HeldInRegisters, Load, Reduce, Where
@@ -315,5 +316,5 @@ def _as_dot(lowering, acc: Accumulator) -> Expr | None:
         raise ContractError(where, f"marked as a tl.dot over (m={mark.m}, n={mark.n}, k={mark.k}), but its operands "
                             f"vary along {a.dims} and {b.dims} and its result along {acc.dims}")
     a, b = _zero_unmasked_tail(lowering, a, mark.k, b), _zero_unmasked_tail(lowering, b, mark.k, a)
-    precision = "tf32" if lowering.allow_tf32 else "ieee"
+    precision = dot_precision(lowering.float32_matmul_precision, dtype)
     return Dot(a, b, _carried(lowering, acc), mark.m, mark.k, mark.n, precision, "float32", acc.dims)

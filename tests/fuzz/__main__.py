@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-aot", action="store_true", help="skip the ahead-of-time compile for sm_90")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per program")
+    parser.add_argument("--hostile-names", action="store_true",
+                        help="name loops and buffers as the code generator's temporaries and Python's names (t, tl, "
+                             "pid, mask_i, triton, run, ...): the same programs, renamed")
     parser.add_argument("--show", type=int, metavar="SEED", help="print the program of SEED and exit")
     parser.add_argument("--deterministic", action="store_true",
                         help="check compile(deterministic=True): pins in the contract, the same bits in every config")
@@ -44,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run SEED's program and, when it fails, shrink it while it fails the same way")
     args = parser.parse_args(argv)
     if args.show is not None:
-        print(generate(args.show, args.family).source, end="")
+        print(generate(args.show, args.family, hostile_names=args.hostile_names).source, end="")
         return 0
     if args.deterministic:
         return deterministic_campaign(args.seed, args.count, args.family)
@@ -60,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
     outcomes = run_campaign(range(args.seed, args.seed + args.count), work_dir, out_dir=out_dir,
                             verify_every=args.verify_every, jobs=args.jobs, aot_arch=None if args.no_aot else 90,
-                            family=args.family, timeout_s=args.timeout, on_outcome=report)
+                            family=args.family, timeout_s=args.timeout, on_outcome=report,
+                            hostile_names=args.hostile_names)
     print(summary(outcomes))
     return 1 if any(o.failed for o in outcomes) else 0
 

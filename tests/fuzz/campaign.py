@@ -22,15 +22,16 @@ class Settings:
     family: str | None = None
     timeout_s: float | None = 120
     known: dict[str, str] = field(default_factory=dict)
+    hostile_names: bool = False   # loops and buffers named as the generator's own temporaries (generator.py)
 
 
 def run_campaign(seeds, work_dir: str, *, out_dir: str | None = None, verify_every: int = 1, jobs: int = 1,
                  aot_arch: int | None = AOT_ARCH, family: str | None = None, timeout_s: float | None = 120,
-                 on_outcome=None) -> list[Outcome]:
+                 on_outcome=None, hostile_names: bool = False) -> list[Outcome]:
     """Run the programs of `seeds`, in `jobs` processes; every `verify_every`-th one (by position)
     with verification on, the others with verify=False (the kernel check against TVM still runs
     on all of them). Outcomes come back in seed order."""
-    settings = Settings(work_dir, out_dir, aot_arch, family, timeout_s, known_failures())
+    settings = Settings(work_dir, out_dir, aot_arch, family, timeout_s, known_failures(), hostile_names)
     tasks = [(seed, position % verify_every == 0, settings) for position, seed in enumerate(seeds)]
     outcomes = []
     with _executor(jobs) as pool:
@@ -64,7 +65,8 @@ def _executor(jobs: int):
 
 def _run_task(task) -> Outcome:
     seed, verify, settings = task
-    return run_program(generate(seed, settings.family), settings.work_dir, verify=verify, aot_arch=settings.aot_arch,
+    program = generate(seed, settings.family, hostile_names=settings.hostile_names)
+    return run_program(program, settings.work_dir, verify=verify, aot_arch=settings.aot_arch,
                        out_dir=settings.out_dir, timeout_s=settings.timeout_s, known=settings.known)
 
 

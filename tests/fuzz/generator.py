@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import dataclass, field
 
 # family -> weight: how often it is drawn
@@ -48,6 +49,11 @@ FAMILIES = {
 # byte for byte what it was (the CI range was vetted in full with them)
 LOADED_INTEGERS_SHARE = 0.06
 
+# hostile_names=True: identifiers the code generator itself uses, or that Python and Triton mean
+# something by, as loop and buffer names (disjoint: a loop variable would shadow a buffer)
+HOSTILE_LOOP_NAMES = ("t", "pid", "rest", "mask_i", "dot", "acc", "tl", "r_i", "num_m", "group", "i_0", "lhs")
+HOSTILE_BUFFER_NAMES = ("triton", "run", "torch", "s", "config", "PARAMS", "tune", "math", "X_ptr", "launch",
+                        "programs", "arg")
 MAX_DOMAIN = 2048          # elements of one loop nest's iteration space (the interpreter is slow)
 FLOAT_BOUND = {"float32": 1e5, "float16": 3e3}   # largest magnitude a float value may reach
 INT_BOUND = 1 << 20
@@ -147,8 +153,9 @@ def cast(value: Value, dtype: str) -> Value:
 class ProgramBuilder:
     """Collects the buffers and loop nests of one program and renders it as TVMScript."""
 
-    def __init__(self, rng: random.Random, family: str, scale: int = 1):
+    def __init__(self, rng: random.Random, family: str, scale: int = 1, names: random.Random | None = None):
         self.rng = rng
+        self.names = names   # draws hostile loop and buffer names (its own stream: the program is the same)
         self.family = family
         self.scale = scale
         self.params: list[Buffer] = []
@@ -186,6 +193,9 @@ class ProgramBuilder:
 
     def _name(self, prefix: str) -> str:
         taken = {b.name for b in self.params + self.allocs}
+        free = [name for name in HOSTILE_BUFFER_NAMES if name not in taken]
+        if self.names is not None and free:
+            return self.names.choice(free)
         index = 0
         while f"{prefix}{index}" in taken:
             index += 1
@@ -261,7 +271,10 @@ class ProgramBuilder:
         if init is not None:
             block += ["    with T.init():", f"        {init}"]
         block += ["    " + line for line in body]
-        self.nests.append("\n".join(_loop_lines(loops, block)))
+        text = "\n".join(_loop_lines(loops, block))
+        if self.names is not None:
+            text = _hostile_loops(text, [name for name, _, _ in loops], self.names)
+        self.nests.append(text)
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -286,6 +299,14 @@ class ProgramBuilder:
         text = "\n".join(header + ["@T.prim_func(s_tir=True)", f"def {name}({', '.join(signature)}):"]
                          + ["    " + line for line in body]) + "\n"
         return Program(seed, self.family, name, text, dict(self.symbols))
+
+
+def _hostile_loops(text: str, loops: list[str], names: random.Random) -> str:
+    """The nest with its loop variables renamed to distinct hostile names (whole words only)."""
+    chosen = names.sample(HOSTILE_LOOP_NAMES, len(loops)) if len(loops) <= len(HOSTILE_LOOP_NAMES) else loops
+    for old, new in zip(loops, chosen):
+        text = re.sub(rf"\b{old}\b", new, text)
+    return text
 
 
 def _loop_lines(loops: list[tuple[str, int, str]], block: list[str]) -> list[str]:
@@ -1029,21 +1050,27 @@ FAMILY_BUILDERS = {
 }
 
 
-def generate(seed: int, family: str | None = None, *, scale: int = 1) -> Program:
+def generate(seed: int, family: str | None = None, *, scale: int = 1, hostile_names: bool = False) -> Program:
     """The program of `seed` (of `family` when given, else a family drawn by FAMILIES' weights);
-    `scale` multiplies extents and nest sizes (the GPU campaign's larger programs)."""
+    `scale` multiplies extents and nest sizes (the GPU campaign's larger programs);
+    `hostile_names`: the same program with its loops and buffers named as the code generator's
+    own temporaries, Python's and Triton's names (HOSTILE_LOOP_NAMES, HOSTILE_BUFFER_NAMES)."""
     rng = random.Random(seed)
     if family is None:
         family = rng.choices(list(FAMILIES), weights=list(FAMILIES.values()))[0]
         if random.Random(f"loaded_integers {seed}").random() < LOADED_INTEGERS_SHARE:
             family = "loaded_integers"
     state = rng.getstate()
-    builder = ProgramBuilder(rng, family, scale)
+
+    def names():
+        return random.Random(seed * 7919 + 17) if hostile_names else None
+
+    builder = ProgramBuilder(rng, family, scale, names())
     FAMILY_BUILDERS[family](builder)
     if _unbound_symbols(builder):
         # a size no parameter has as a whole dimension cannot be bound at launch: same draws, static sizes
         rng.setstate(state)
-        builder = ProgramBuilder(rng, family, scale)
+        builder = ProgramBuilder(rng, family, scale, names())
         builder.symbolic_rate = 0.0
         FAMILY_BUILDERS[family](builder)
     return builder.render(f"fuzz_{seed}", seed)

@@ -82,7 +82,8 @@ def test_matmul_uses_tl_dot_with_fp32_accumulator():
 
     fp16 = compile(make_matmul(67, 45, 33), verify=False).source
     assert "tl.dot(" in fp16 and "tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)" in fp16
-    fp32 = compile(make_matmul(67, 45, 33, "float32", "float32"), verify=False).source
+    fp32 = compile(make_matmul(67, 45, 33, "float32", "float32"), verify=False,
+                   float32_matmul_precision="highest").source
     assert 'input_precision="ieee"' in fp32
     tf32 = compile(make_matmul(67, 45, 33, "float32", "float32"), verify=False, allow_tf32=True).source
     assert 'input_precision="tf32"' in tf32

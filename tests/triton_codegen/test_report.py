@@ -233,3 +233,17 @@ def test_report_renders_in_headless_chromium(tmp_path, capsys):
     assert image.size == (1400, 2000) and os.path.getsize(shot) > 50_000
     assert len(image.getcolors(maxcolors=1 << 20)) > 50   # text, tables and badges, not one blank colour
     print(f"screenshot: {shot}")
+
+
+def test_page_shows_the_advice():
+    page = build_report(os.path.join(ROOT, "examples", "matmul.py") + ":matmul_fp32").html
+    assert "<h3>Advice</h3>" in page and "a tl.dot of fp32 operands in IEEE fp32" in page
+
+
+def test_not_a_dot_is_a_tiling_decision_of_the_report():
+    from swiglu import make_swiglu
+
+    kernel = compile(make_swiglu(37, 45, 53), verify=False, disable=("ShareContractionLoops",))
+    [decision] = read_decisions(kernel.tir).kernels
+    [(block, why)] = decision.not_dots
+    assert why.reason == "serial-reduction" and block in decision.blocks

@@ -251,8 +251,10 @@ def run_built(entry, func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars
     return {name: tensor.numpy() for name, tensor in tensors.items()}
 
 
-def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: str, scale: float = 1.0) -> str | None:
-    """None when equal within the dtype's tolerance, else a one-paragraph description."""
+def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: str, scale: float = 1.0,
+                   tolerance_dtype: str | None = None) -> str | None:
+    """None when equal within the dtype's tolerance (or `tolerance_dtype`'s: an fp32 result of a
+    tf32 or bf16 tl.dot), else a one-paragraph description."""
     if expected.shape != actual.shape:
         return f"{name}: shape {actual.shape} != expected {expected.shape}"
     if not (dtype.startswith("float") or dtype == "bfloat16"):
@@ -270,7 +272,7 @@ def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: s
     if (inf_exp != inf_act).any() or (exp64[inf_exp] != act64[inf_act]).any():
         return f"{name}: Inf positions or signs differ"
     finite = ~(nan_exp | inf_exp)
-    tol = tolerance_for(dtype, scale)
+    tol = tolerance_for(tolerance_dtype or dtype, scale)
     diff = np.abs(exp64 - act64)
     limit = tol.atol + tol.rtol * np.abs(exp64)
     bad = np.argwhere(finite & (diff > limit))
@@ -310,12 +312,16 @@ class ReferenceRun:
             raise UndefinedBehaviourError(_undefined_behaviour(func, outputs, seed))
         return cls(func, concrete, datasets, scalars, outputs)
 
-    def mismatches(self, results: list[dict[str, np.ndarray]], scale: float = 1.0) -> list[str]:
+    def mismatches(self, results: list[dict[str, np.ndarray]], scale: float = 1.0,
+                   checked_as: dict[str, str] | None = None) -> list[str]:
+        """Problems of `results` against the outputs; `checked_as` maps an output dtype to the dtype
+        whose tolerance it is compared at (fp32 outputs of reduced-precision dots)."""
         dtypes = {b.name: str(b.dtype) for b in buffer_params(self.concrete)}
         problems = []
         for label, expected_set, actual_set in zip(DATA_SET_LABELS, self.outputs, results):
             for name in sorted(expected_set):
-                problem = compare_arrays(name, expected_set[name], actual_set[name], dtypes[name], scale)
+                problem = compare_arrays(name, expected_set[name], actual_set[name], dtypes[name], scale,
+                                         (checked_as or {}).get(dtypes[name]))
                 if problem:
                     problems.append(f"{label}: {problem}")
         return problems

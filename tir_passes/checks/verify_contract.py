@@ -50,7 +50,7 @@ from tir_passes.infra.pass_util import root_block, static_int, top_level_stateme
 from tir_passes.analyses.storage import decide_storage
 from tir_passes.contracts.tile_contract import (GRID, LIMITS, SERIAL, TILE, WARPS, ContractError, KernelTile, LoopTile,
                                                TileWindow, deterministic_promise, dot_mark, kernel_tile, loop_tile,
-                                               scan_mark, split_mark)
+                                               not_dot_mark, scan_mark, split_mark)
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 
 PROOF = sym.ProofStrength.SYMBOLIC_BOUND
@@ -244,7 +244,7 @@ def _kernel_problems(stmt, params: set[str], body) -> list[str]:
         tiles = {loop.loop_var.__chandle__(): loop_tile(loop) for loop, _ in loops}
         kernel = kernel_tile(stmt)
         for realize in realizes_under(stmt):
-            dot_mark(realize.block), scan_mark(realize.block)
+            dot_mark(realize.block), scan_mark(realize.block), not_dot_mark(realize.block)
     except ContractError as err:
         return [str(err)]
     if all(tile is None for tile in tiles.values()):
@@ -428,6 +428,8 @@ def _dot_problems(stmt, loops, tiles) -> list[str]:
         if mark is None:
             continue
         name = f"tl.dot mark of block {realize.block.name_hint}"
+        if not_dot_mark(realize.block) is not None:
+            problems.append(f"{name}: the block is also marked as not a tl.dot")
         operands = contraction_operands(realize.block)
         if operands is None:
             problems.append(f"{name}: the block is not a contraction X[..] += a * b")

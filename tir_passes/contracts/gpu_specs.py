@@ -61,7 +61,7 @@ class GpuSpec:
         """The peak a tl.dot of these operands runs against (None: not in the table)."""
         if operand_dtype in ("float16", "int8", "uint8"):
             return self.fp16_tensor_tflops
-        if operand_dtype == "bfloat16":
+        if operand_dtype == "bfloat16" or (operand_dtype == "float32" and precision == "bf16"):
             return self.bf16_tensor_tflops or self.fp16_tensor_tflops
         if operand_dtype == "float32":
             return self.tf32_tensor_tflops if precision == "tf32" else self.fp32_tflops

@@ -22,6 +22,8 @@ Where each decision lives (`TileDecision` fields below):
   block annotation "tile.scan"    ScanMark   the block is a scan along a tile axis
   block annotation "tile.split"   SplitMark  the block sums a contraction's partials over `splits`
                                              slices of its reduction loop (SplitReduction, split-K)
+  block annotation "tile.not_dot" NotDot     a contraction that is not a tl.dot, and why (a reason
+                                             code and a sentence naming the loops)
   root block "tile.decisions"     text       why: one line per kernel, dependences, values spilled
   root block "tile.deterministic" 1          the promise of compile(deterministic=True): every kernel's
                                              Pins (in "tile.kernel") keep each element's reduction order
@@ -41,6 +43,7 @@ from tir_passes.infra.pass_util import static_int
 from tir_passes.infra.pass_util import replace_block, root_block
 
 LOOP_KEY, KERNEL_KEY, DOT_KEY, SCAN_KEY, SPLIT_KEY = "tile", "tile.kernel", "tile.dot", "tile.scan", "tile.split"
+NOT_DOT_KEY = "tile.not_dot"
 DECISIONS_KEY = "tile.decisions"   # root block: Tiling's reasons, one line per kernel and note (for readers)
 DETERMINISTIC_KEY = "tile.deterministic"   # root block: the kernels keep every reduction order (determinism.py)
 GRID, SERIAL, TILE = "grid", "serial", "tile"
@@ -149,6 +152,22 @@ class DotMark:
     k: str
 
 
+# why a contraction block is not a tl.dot (NotDot.reason)
+NOT_DOT_SERIAL_K = "serial-reduction"    # its K loop is serial: the kernel's K tile axis is another loop
+NOT_DOT_MISSING_AXIS = "missing-axis"    # no tiled M, N or K (a matrix-vector product)
+NOT_DOT_EXTRA_AXES = "extra-axes"        # tiled loops beyond one M, one N and one K
+NOT_DOT_SMALL_TILE = "small-tile"        # a tile below tl.dot's 16-element minimum
+NOT_DOT_REASONS = (NOT_DOT_SERIAL_K, NOT_DOT_MISSING_AXIS, NOT_DOT_EXTRA_AXES, NOT_DOT_SMALL_TILE)
+
+
+@dataclass(frozen=True)
+class NotDot:
+    """A contraction block Tiling did not make a tl.dot: it is lowered as sums of products."""
+
+    reason: str   # one of NOT_DOT_REASONS
+    detail: str   # the sentence for the dump, the report and the advice
+
+
 @dataclass(frozen=True)
 class ScanMark:
     buffer: str
@@ -174,6 +193,7 @@ class TileDecision:
     kernels: dict[int, KernelTile] = field(default_factory=dict)    # loop var handle or block name -> KernelTile
     dots: dict[str, DotMark] = field(default_factory=dict)          # block name -> DotMark
     scans: dict[str, ScanMark] = field(default_factory=dict)        # block name -> ScanMark
+    not_dots: dict[str, NotDot] = field(default_factory=dict)       # block name -> NotDot
     bounds: dict[int, tuple] = field(default_factory=dict)          # loop var handle -> (min, extent) of a windowed loop
     deterministic: bool = False                                     # the root block carries the promise
 
@@ -245,6 +265,9 @@ def write_decision(func: tirx.PrimFunc, decision: TileDecision) -> tirx.PrimFunc
         if block.name_hint in decision.dots:
             mark = decision.dots[block.name_hint]
             extra[DOT_KEY] = {"m": mark.m, "n": mark.n, "k": mark.k}
+        if block.name_hint in decision.not_dots:
+            not_dot = decision.not_dots[block.name_hint]
+            extra[NOT_DOT_KEY] = {"reason": not_dot.reason, "detail": not_dot.detail}
         if block.name_hint in decision.scans:
             scan = decision.scans[block.name_hint]
             extra[SCAN_KEY] = {"buffer": scan.buffer, "axis": scan.axis, "combiner": scan.combiner}
@@ -374,6 +397,18 @@ def dot_mark(block: s_tir.SBlock) -> DotMark | None:
     where = f"block {block.name_hint}"
     fields = dict(raw.items())
     return DotMark(*(_text(fields.get(key), where, f"dot axis {key}") for key in ("m", "n", "k")))
+
+
+def not_dot_mark(block: s_tir.SBlock) -> NotDot | None:
+    raw = block.annotations.get(NOT_DOT_KEY)
+    if raw is None:
+        return None
+    where = f"block {block.name_hint}"
+    fields = dict(raw.items())
+    reason = _text(fields.get("reason"), where, "not-a-dot reason")
+    if reason not in NOT_DOT_REASONS:
+        raise ContractError(where, f"not-a-dot reason must be one of {', '.join(NOT_DOT_REASONS)}, not {reason!r}")
+    return NotDot(reason, _text(fields.get("detail"), where, "not-a-dot detail"))
 
 
 def scan_mark(block: s_tir.SBlock) -> ScanMark | None:

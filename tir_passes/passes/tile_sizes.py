@@ -26,15 +26,16 @@ ROW_ELEMENTS_PER_PROGRAM = 4096
 UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
 
 
-def contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None]) -> dict[str, int]:
-    """{"M", "N", "K"} block sizes of a tl.dot over operands of `dtype`."""
+def contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1) -> dict[str, int]:
+    """{"M", "N", "K"} block sizes of a tl.dot over operands of `dtype`; `dots` contractions share
+    the K loop (SwiGLU's two projections), each staging its operand tiles in shared memory."""
     elt = element_bytes(dtype)
     sizes = {"M": 128, "N": 128, "K": 64} if elt <= 2 else {"M": 64, "N": 64, "K": 32}
     for axis, size in sizes.items():
         extent = extents.get(axis)
         if extent is not None:
             sizes[axis] = max(LIMITS.dot_min_block, min(size, next_power_of_two(extent)))
-    while (PIPELINE_STAGES * (sizes["M"] + sizes["N"]) * sizes["K"] * elt > spec.shared_memory_per_block
+    while (PIPELINE_STAGES * dots * (sizes["M"] + sizes["N"]) * sizes["K"] * elt > spec.shared_memory_per_block
            and sizes["K"] > LIMITS.dot_min_block):
         sizes["K"] //= 2
     return sizes

@@ -15,7 +15,8 @@ tiles the current row tile needs (tile_window.py: causal attention stops at the 
 loop carries the upper bound, so the numerics check runs it), and writes every decision through
 the tiling contract (tile_contract.py), the only form the lowering reads: {"tile": {"role": ..., "axis": ..., "block": ..., "size": ..., "extent": ...,
 "outer": ...}} on loops (a serial walk's "window": {"rows", "low", "high"}), {"tile.kernel": {...}} on each kernel's outermost loop, {"tile.dot": ...}
-on contraction blocks. The root block's "tile.decisions" says, per kernel, what was decided and
+on contraction blocks, {"tile.not_dot": {"reason", "detail"}} on a contraction that is not one. The root
+block's "tile.decisions" says, per kernel, what was decided and
 why (dependences that keep loops serial, values that go through memory). With
 deterministic=True the plans pin every order-sensitive reduction's tiles and warps
 (tiling_plan._pin, analyses/determinism.py); the pins go in "tile.kernel" and the root block
@@ -115,6 +116,7 @@ class _KernelApplier:
             self.decision.dots[block] = DotMark(self.axis_loops[m], self.axis_loops[n], self.axis_loops[k])
         for block, (loop, form) in self.plan.scans.items():
             self.decision.scans[block] = ScanMark(form.buffer.name, self.axis_loops[loop], form.combiner)
+        self.decision.not_dots.update(self.plan.not_dots)
 
 
 def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool) -> list[str]:
@@ -133,7 +135,9 @@ def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, d
         decision.kernels[sch.get(outermost).loop_var.__chandle__()] = kernel
     else:
         decision.kernels[blocks_under(stmt)[0].name_hint] = kernel
-    return [_summary(index, stmt, plan, storage)] + [f"kernel {index}: {note}" for note in plan.notes + storage.notes]
+    not_dots = [f"{block} is not a tl.dot ({why.reason}): {why.detail}" for block, why in plan.not_dots.items()]
+    return [_summary(index, stmt, plan, storage)] + [f"kernel {index}: {note}"
+                                                      for note in plan.notes + not_dots + storage.notes]
 
 
 def _pins(plan: KernelPlan, applier: _KernelApplier) -> tuple[Pin, ...]:

@@ -37,7 +37,8 @@ from tir_passes.analyses.nest import REDUCE, SPATIAL, block_accesses, block_site
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.names import python_name
 from tir_passes.infra.pass_util import static_int
-from tir_passes.contracts.tile_contract import LIMITS, PIN_DOT
+from tir_passes.contracts.tile_contract import (LIMITS, NOT_DOT_EXTRA_AXES, NOT_DOT_MISSING_AXIS, NOT_DOT_SERIAL_K,
+                                                NOT_DOT_SMALL_TILE, PIN_DOT, NotDot)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class KernelPlan:
     group_m: int | None = None
     dots: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # block -> (m, n, k) loops
     scans: dict[str, tuple[int, ScanForm]] = field(default_factory=dict)  # block -> (scan loop, form)
+    not_dots: dict[str, NotDot] = field(default_factory=dict)             # contraction block -> why not a tl.dot
     notes: list[str] = field(default_factory=list)
     deterministic: bool = False                     # sizes that do not read extents or the GPU's SM count
     pins: dict[str, str] = field(default_factory=dict)   # deterministic: tile axis -> why it is pinned
@@ -189,7 +191,8 @@ def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name, determi
     if m is None or n is None or k is None:
         return None
     extents = {} if deterministic else {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
-    sizes = tile_sizes.contraction_sizes(spec, operands_dtype(a, b), extents)
+    dots = sum(1 for r in realizes_under(k.body) if contraction_operands(r.block) is not None)
+    sizes = tile_sizes.contraction_sizes(spec, operands_dtype(a, b), extents, dots)
     plan = KernelPlan([list(loops)], num_warps=tile_sizes.contraction_warps(sizes), num_stages=3, group_m=8)
     for loop, role in ((m, "M"), (n, "N"), (k, "K")):
         plan.tiles[_key(loop)] = TileChoice(axis_name(loop), sizes[role], False, f"BLOCK_{role}")
@@ -392,37 +395,59 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False) 
 
 
 # --- dots ----------------------------------------------------------------------------------------
-def _dot_loops(realize, enclosing: list[tirx.For], tiles: dict[int, TileChoice]) -> tuple[int, int, int] | None:
+def _dot_loops(realize, enclosing: list[tirx.For], tiles: dict[int, TileChoice]) -> tuple[int, int, int] | NotDot:
     """(m, n, k) loops when a contraction block's tiled loops are exactly one M, one N and one K
-    tile axis, each at least tl.dot's minimum: then the block is a tl.dot."""
-    operands = contraction_operands(realize.block)
-    if operands is None:
-        return None
-    a, b = operands
+    tile axis, each at least tl.dot's minimum: then the block is a tl.dot; else why not."""
+    a, b = contraction_operands(realize.block)
     a_vars = a.var_names
     b_vars = b.var_names
     roles: dict[str, list[tirx.For]] = {"m": [], "n": [], "k": [], "other": []}
+    untiled_k = []
     for loop in enclosing:
-        if _key(loop) not in tiles or bound_iter_var(realize, loop.loop_var) is None:
+        if bound_iter_var(realize, loop.loop_var) is None:
             continue  # an axis the block does not vary along
         it, kind = _bound_name(loop, realize), loop_kind(loop, realize)
         role = ("m" if kind == SPATIAL and it in a_vars and it not in b_vars else
                 "n" if kind == SPATIAL and it in b_vars and it not in a_vars else
                 "k" if kind == REDUCE and it in a_vars and it in b_vars else "other")
+        if _key(loop) not in tiles:
+            if role == "k":
+                untiled_k.append(loop)
+            continue
         roles[role].append(loop)
-    if roles["other"] or any(len(roles[r]) != 1 for r in ("m", "n", "k")):
-        return None
+    if roles["other"]:
+        names = ", ".join(l.loop_var.name for l in roles["other"])
+        return NotDot(NOT_DOT_EXTRA_AXES, f"its tiles include loop(s) {names}, which are neither its M, N nor K")
+    for role in ("m", "n", "k"):
+        if len(roles[role]) > 1:
+            names = ", ".join(l.loop_var.name for l in roles[role])
+            return NotDot(NOT_DOT_EXTRA_AXES, f"loops {names} are all {role.upper()} tile axes (tl.dot takes one)")
+    if not roles["k"]:
+        if untiled_k:
+            return NotDot(NOT_DOT_SERIAL_K, f"its reduction loop {untiled_k[-1].loop_var.name} runs serially, one "
+                          "element of K at a time (the kernel's K tile axis is another loop)")
+        return NotDot(NOT_DOT_MISSING_AXIS, "it has no tiled reduction axis shared by both operands")
+    for role, what in (("m", "rows (M: an axis only its first operand varies along)"),
+                       ("n", "columns (N: an axis only its second operand varies along)")):
+        if not roles[role]:
+            return NotDot(NOT_DOT_MISSING_AXIS, f"it has no tiled {what}: a matrix-vector product")
     m, n, k = roles["m"][0], roles["n"][0], roles["k"][0]
-    if min(tiles[_key(l)].size for l in (m, n, k)) < LIMITS.dot_min_block:
-        return None
+    small = [l for l in (m, n, k) if tiles[_key(l)].size < LIMITS.dot_min_block]
+    if small:
+        sizes = ", ".join(f"{l.loop_var.name}={tiles[_key(l)].size}" for l in small)
+        return NotDot(NOT_DOT_SMALL_TILE, f"tile(s) {sizes} are below tl.dot's minimum of {LIMITS.dot_min_block}")
     return _key(m), _key(n), _key(k)
 
 
 def _mark_dots(stmt, plan: KernelPlan) -> None:
     for realize, enclosing in block_sites(stmt):
-        loops = _dot_loops(realize, list(enclosing), plan.tiles)
-        if loops is not None:
-            plan.dots[realize.block.name_hint] = loops
+        if contraction_operands(realize.block) is None:
+            continue
+        found = _dot_loops(realize, list(enclosing), plan.tiles)
+        if isinstance(found, NotDot):
+            plan.not_dots[realize.block.name_hint] = found
+        else:
+            plan.dots[realize.block.name_hint] = found
 
 
 # --- kernels -------------------------------------------------------------------------------------

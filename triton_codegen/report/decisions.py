@@ -22,8 +22,9 @@ from tvm import tirx
 
 from tir_passes.analyses.nest import loops_under, realizes_under
 from tir_passes.infra.pass_util import root_block, top_level_statements
-from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, ScanMark,
-                                      dot_mark, kernel_tile, loop_tile, scan_mark)
+from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile,
+                                                NotDot, ScanMark, dot_mark, kernel_tile, loop_tile, not_dot_mark,
+                                                scan_mark)
 
 # written by loop_fusion.py, buffer_layout.py and bank_conflict_free_tiling.py
 FUSION_KEY, LAYOUT_KEY, BANK_KEY = "fusion.decisions", "layout.decisions", "bank.decision"
@@ -57,6 +58,7 @@ class KernelDecision:
     dots: tuple[tuple[str, DotMark], ...]  # (block, mark)
     scans: tuple[tuple[str, ScanMark], ...]
     reasons: tuple[str, ...]               # its "tile.decisions" lines
+    not_dots: tuple[tuple[str, NotDot], ...] = ()   # contractions that are not tl.dots, and why
 
     def loops_with_role(self, role: str) -> tuple[TiledLoop, ...]:
         return tuple(loop for loop in self.loops if loop.tile.role == role)
@@ -131,7 +133,8 @@ def _kernel_decision(index: int, stmt, reasons: tuple[str, ...]) -> KernelDecisi
         index, tuple(b.name_hint for b in blocks), kernel, loops,
         tuple((b.name_hint, mark) for b in blocks if (mark := dot_mark(b)) is not None),
         tuple((b.name_hint, mark) for b in blocks if (mark := scan_mark(b)) is not None),
-        tuple(line for line in reasons if _kernel_of(line) == index))
+        tuple(line for line in reasons if _kernel_of(line) == index),
+        tuple((b.name_hint, mark) for b in blocks if (mark := not_dot_mark(b)) is not None))
 
 
 def _kernel_of(line: str) -> int | None:

@@ -182,7 +182,8 @@ def render_report(kernel: TritonKernel, scripts: dict[int, str], *, source: str,
         input_lines=highlighted_lines(scripts[0], python_lexer()),
         tile_lines=highlighted_lines(kernel.tile_ir, tile_program_lexer()),
         triton_lines=highlighted_lines(kernel.source, python_lexer()),
-        benchmark=benchmark, model=model, code_class=CODE_CLASS, highlight_css=Markup(highlight_css()))
+        advice=kernel.advice, benchmark=benchmark, model=model, code_class=CODE_CLASS,
+        highlight_css=Markup(highlight_css()))
 
 
 def _environment() -> jinja2.Environment:
