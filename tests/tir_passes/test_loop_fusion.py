@@ -4,6 +4,7 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 from helpers import assert_rewrites, compile_and_check
+from tir_passes.contracts.fusion_record import fusion_steps
 from tir_passes.passes.loop_fusion import LoopFusion
 from tir_passes.infra.pass_util import top_level_statements
 
@@ -32,8 +33,9 @@ def test_elementwise_producer_is_inlined_with_its_reason():
             with T.sblock("root"):
                 T.reads()
                 T.writes()
-                T.sblock_attr({"fusion.decisions": ["inline B into its consumers (elementwise producer); "
-                                                    "B never reaches memory: saves 1024 bytes of global traffic"]})
+                T.sblock_attr({"fusion.decisions": [{"action": "inline", "blocks": ["B"], "buffers": ["B"],
+                                                     "bytes_saved": 1024, "reason": "elementwise producer",
+                                                     "taken": True}]})
                 for i, j in T.grid(8, 16):
                     with T.sblock("C"):
                         vi, vj = T.axis.remap("SR", [i, j])
@@ -70,8 +72,8 @@ def test_reduction_is_fused_under_its_consumers_row_loop():
             with T.sblock("root"):
                 T.reads()
                 T.writes()
-                T.sblock_attr({"fusion.decisions": ["fuse C into the nest of D over 1 shared axis(es); "
-                                                    "C stays in registers: saves 64 bytes of global traffic"]})
+                T.sblock_attr({"fusion.decisions": [{"action": "fuse", "blocks": ["C"], "into": ["D"], "buffers": ["C"],
+                                                     "bytes_saved": 64, "depth": 1, "reason": "", "taken": True}]})
                 C = T.sblock_alloc_buffer((8,))
                 for i in range(8):
                     for ax0 in range(16):
@@ -104,7 +106,7 @@ def neighbour_rows(A: T.Buffer((9, 16), "float32"), D: T.Buffer((8,), "float32")
 
 def test_neighbour_row_read_is_refused_with_the_reason_in_the_dump():
     after = LoopFusion()(tvm.IRModule({"main": neighbour_rows}))["main"]
-    decisions = [str(d) for d in after.body.block.annotations["fusion.decisions"]]
+    decisions = [step.text for step in fusion_steps(after)]
     assert decisions == ["not fused: C -> D: D reads C[vi + 1], not the element of the shared axis it computes (vi): "
                          "fusing would need values another program computes"]
     assert len(top_level_statements(after)) == 2

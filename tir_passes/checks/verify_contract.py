@@ -33,6 +33,8 @@ marked "online.shift" is a reduction over one axis that writes the shift and pre
 names; a block marked "online.rescale" names a shift block of the same nest, and both reduce
 along the same loop (a pass that moved them apart breaks the rescaling, which per element TIR
 does not show until the lowering folds tiles).
+
+And the root block's records, LoopFusion's and BufferLayout's (verify_records.py).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from tir_passes.analyses.storage import decide_storage
 from tir_passes.contracts.tile_contract import (GRID, LIMITS, SERIAL, TILE, WARPS, ContractError, KernelTile, LoopTile,
                                                TileWindow, deterministic_promise, dot_mark, kernel_tile, loop_tile,
                                                scan_mark, split_mark)
+from tir_passes.checks.verify_records import record_problems
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 
 PROOF = sym.ProofStrength.SYMBOLIC_BOUND
@@ -62,6 +65,7 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
         if isinstance(func, tirx.PrimFunc) and func.attrs is not None and bool(func.attrs.get("s_tir", False)):
             params = {p.name for p in func.params if tirx.is_buffer_var(p)}
             deterministic = _promised(func, problems)
+            problems += record_problems(func)
             for index, stmt in enumerate(top_level_statements(func)):
                 found = _kernel_problems(stmt, params, root_block(func).body)
                 if deterministic and not found:
