@@ -66,7 +66,8 @@ class FusionStep:
         if not self.buffers:   # a merge that only makes the next fusion possible (readers of one statistic)
             return f"{how} {what} into the nest of {into} over {self.depth} shared axis(es): {self.reason}"
         stay = "stays" if len(self.buffers) == 1 and self.action == FUSE else "stay"
-        return f"{how} {what} into the nest of {into} over {self.depth} shared axis(es); {kept} {stay} in registers: {saved}"
+        return (f"{how} {what} into the nest of {into} over {self.depth} shared axis(es); "
+                f"{kept} {stay} in registers: {saved}")
 
 
 def saved_bytes(*buffers) -> int | None:
@@ -115,7 +116,8 @@ def _step(raw, where: str) -> FusionStep:
     if action not in ACTIONS:
         raise ContractError(where, f"fusion action must be one of {', '.join(ACTIONS)}, not {action!r}", _WRITER)
     if not isinstance(taken, bool) or not isinstance(reason, str):
-        raise ContractError(where, f"a fusion step needs a boolean \"taken\" and a text \"reason\", not {raw!r}", _WRITER)
+        raise ContractError(where, f'a fusion step needs a boolean "taken" and a text "reason", not {raw!r}',
+                            _WRITER)
     saved, depth = fields.get("bytes_saved"), fields.get("depth", 0)
     if saved is not None and (not isinstance(saved, int) or saved < 0 or not taken):
         raise ContractError(where, f"bytes_saved {saved!r} must be a count of bytes of a taken step", _WRITER)

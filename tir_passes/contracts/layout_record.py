@@ -67,7 +67,8 @@ def _decision(raw, where: str) -> LayoutDecision:
     permutation = _ints(fields["permutation"], where, "permutation")
     old_shape = _ints(fields.get("old_shape"), where, "old_shape")
     if sorted(permutation) != list(range(len(permutation))) or len(old_shape) != len(permutation):
-        raise ContractError(where, f"{permutation} is not a permutation of the {len(old_shape)} axes of {buffer}", _WRITER)
+        raise ContractError(where, f"{permutation} is not a permutation of the {len(old_shape)} axes of {buffer}",
+                            _WRITER)
     return LayoutDecision(str(buffer), permutation, old_shape, str(reason))
 
 
@@ -78,5 +79,6 @@ def layout_decisions(func: tirx.PrimFunc) -> tuple[LayoutDecision, ...]:
     if raw is None:
         return ()
     if isinstance(raw, str) or not hasattr(raw, "__len__"):
-        raise ContractError("the root block", f'"{LAYOUT_KEY}" must be a list of layout decisions, not {raw!r}', _WRITER)
+        raise ContractError("the root block", f'"{LAYOUT_KEY}" must be a list of layout decisions, not {raw!r}',
+                            _WRITER)
     return tuple(_decision(item, f"the root block's layout decision {index}") for index, item in enumerate(raw))

@@ -12,8 +12,8 @@ the new shape is the permutation of the old; the map is a bijection between the 
 spaces (for symbolic indices in range, the analyzer proves that the map lands in the new shape,
 TVM's inverse lands in the old one, inverse(map(x)) == x and map(inverse(y)) == y); and every
 rewritten access indexes the map of its old indices. The decision, with what was proven or why
-the buffer was kept, is recorded in the root block's "layout.decisions" record (LayoutDecision, layout_record.py), also when
-nothing changes.
+the buffer was kept, is recorded in the root block's "layout.decisions" record (LayoutDecision,
+layout_record.py), also when nothing changes.
 Assumes: LoopFusion ran (what it kept in registers has no layout); intermediates are root
 allocations with static shapes; parameters keep the layout the caller gives them.
 """
@@ -153,7 +153,8 @@ def _decide(func: tirx.PrimFunc, buf, statements) -> LayoutDecision:
     axis, count = sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
     last = len(shape) - 1
     if axis == last:
-        return LayoutDecision(buf.name, None, reason=f"its accesses already walk the last axis: {count} of {sum(votes.values())}")
+        walked = f"its accesses already walk the last axis: {count} of {sum(votes.values())}"
+        return LayoutDecision(buf.name, None, reason=walked)
     permutation = tuple(a for a in range(len(shape)) if a != axis) + (axis,)
     return LayoutDecision(buf.name, permutation, tuple(shape), f"{count} of {sum(votes.values())} accesses walk axis "
                           f"{axis} in their innermost loop, which is now unit-stride")

@@ -77,8 +77,8 @@ def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: 
             decisions.append(FusionStep(INLINE, (block.name_hint,), taken=False,
                                         reason=f"TVM cannot inline it ({first_line(err, 160)})"))
             continue
-        decisions.append(FusionStep(INLINE, (block.name_hint,), buffers=(written[0].name,), reason="elementwise producer",
-                                    bytes_saved=saved_bytes(written[0])))
+        decisions.append(FusionStep(INLINE, (block.name_hint,), buffers=(written[0].name,),
+                                    reason="elementwise producer", bytes_saved=saved_bytes(written[0])))
 
 
 def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False) -> tirx.Var | None:
@@ -381,7 +381,8 @@ def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisi
                 if clobbered:
                     decisions.append(FusionStep(RECOMPUTE, (block.name_hint,), taken=False, reason=clobbered))
                 else:
-                    readers_blocks = tuple(b.name_hint for i in readers for b in blocks_under(top_level_statements(func)[i])
+                    statements = top_level_statements(func)
+                    readers_blocks = tuple(b.name_hint for i in readers for b in blocks_under(statements[i])
                                            if _reads_of(b, buffer))
                     func, copies = recompute_for_readers(func, index)
                     decisions.append(FusionStep(RECOMPUTE, (block.name_hint,), readers_blocks,
