@@ -146,6 +146,11 @@ def test_the_online_mark_says_the_loop_is_streamed_and_tiling_reads_it():
     whole = _with_shift_mark(func, lambda value: {**value, "streamed": False})
     assert _serial_loops(tile_function(func, gpu_spec("H200"))) == 1
     assert _serial_loops(tile_function(whole, gpu_spec("H200"))) == 0
+    # and the contract check says when a streamed mark is not what the tiled kernel does
+    lying = _with_shift_mark(tile_function(whole, gpu_spec("H200")), lambda value: {**value, "streamed": True})
+    assert any("marked streamed, but its row loop is not walked in tiles" in p
+               for p in check_contract(tvm.IRModule({"main": lying})))
+    assert check_contract(tvm.IRModule({"main": tile_function(func, gpu_spec("H200"))})) == []
     unmarked = _with_shift_mark(func, lambda value: {k: v for k, v in value.items() if k != "streamed"})
     with pytest.raises(ContractError, match='needs a boolean "streamed"'):
         [online_shift(b) for b in blocks_under(unmarked.body)]

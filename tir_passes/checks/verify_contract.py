@@ -30,8 +30,8 @@ of these is. A pin's value is the loop's size: no config may change what the pro
 
 And, from OnlineSoftmax on (online_contract.py), in every kernel whether tiled or not: a block
 marked "online.shift" is a reduction over one axis that writes the shift and previous buffers it
-names; a block marked "online.rescale" names a shift block of the same nest, and both reduce
-along the same loop (a pass that moved them apart breaks the rescaling, which per element TIR
+names (and, once tiled, its row loop is walked in tiles when the mark says streamed); a block
+marked "online.rescale" names a shift block of the same nest, and both reduce along the same loop (a pass that moved them apart breaks the rescaling, which per element TIR
 does not show until the lowering folds tiles).
 
 And the root block's records, LoopFusion's and BufferLayout's (verify_records.py).
@@ -234,6 +234,22 @@ def _online_problems(stmt) -> list[str]:
     return problems
 
 
+def _stream_problems(stmt, tiles) -> list[str]:
+    """Once tiled, the row loop of a shift block OnlineSoftmax marked streamed is walked in tiles:
+    a split tile axis (stepped by a serial loop), or serial where it carries a dependence."""
+    problems = []
+    for realize, loops in block_sites(stmt):
+        shift = online_shift(realize.block)
+        if shift is None or not shift.streamed:
+            continue
+        walked = [tiles.get(loop.loop_var.__chandle__()) for loop in loops if loop_kind(loop, realize) == REDUCE]
+        if not any(t is not None and ((t.role == TILE and t.outer is not None) or (t.role == SERIAL and t.carries))
+                   for t in walked):
+            problems.append(f"online shift block {realize.block.name_hint} is marked streamed, but its row loop is "
+                            "not walked in tiles (a split tile axis) nor serial for a dependence")
+    return problems
+
+
 def _reduce_loops(realize, loops) -> tuple[int, ...]:
     """The loops (by handle) that walk the block's reduction: one, or a split's two halves."""
     return tuple(loop.loop_var.__chandle__() for loop in loops if loop_kind(loop, realize) == REDUCE)
@@ -253,7 +269,7 @@ def _kernel_problems(stmt, params: set[str], body) -> list[str]:
         return [str(err)]
     if all(tile is None for tile in tiles.values()):
         return []  # not tiled (yet)
-    problems = _grid_prefix(stmt, tiles)
+    problems = _grid_prefix(stmt, tiles) + _stream_problems(stmt, tiles)
     analyzer = sym.Analyzer()
     for loop, _ in loops:
         analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
