@@ -31,8 +31,9 @@ of these is. A pin's value is the loop's size: no config may change what the pro
 And, from OnlineSoftmax on (online_contract.py), in every kernel whether tiled or not: a block
 marked "online.shift" is a reduction over one axis that writes the shift and previous buffers it
 names (and, once tiled, its row loop is walked in tiles when the mark says streamed); a block
-marked "online.rescale" names a shift block of the same nest, and both reduce along the same loop (a pass that moved them apart breaks the rescaling, which per element TIR
-does not show until the lowering folds tiles).
+marked "online.rescale" names a shift block of the same nest, and both reduce along the same loop
+(a pass that moved them apart breaks the rescaling, which per element TIR does not show until the
+lowering folds tiles).
 
 And the root block's records, LoopFusion's and BufferLayout's (verify_records.py).
 """
