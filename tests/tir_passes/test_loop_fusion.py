@@ -189,9 +189,10 @@ def _statistic_read_by_two_nests(dependent: bool):
 
 def test_independent_readers_of_a_row_statistic_are_merged_then_fused():
     after = LoopFusion()(_statistic_read_by_two_nests(dependent=False))
-    decisions = [str(d) for d in after["main"].body.block.annotations["fusion.decisions"]]
-    assert decisions[0] == ("merge the nests of scale and values over 1 shared axis(es): both read absmax of absmax, "
-                            "independently")
+    steps = fusion_steps(after["main"])
+    assert (steps[0].action, steps[0].blocks, steps[0].into, steps[0].depth, steps[0].reason) == (
+        "merge", ("values",), ("scale",), 1, "both read absmax of absmax, independently")
+    decisions = [step.text for step in steps]
     assert decisions[1].startswith("fuse absmax into the nest of scale over 1 shared axis(es)")
     assert len(top_level_statements(after["main"])) == 1
 
@@ -199,7 +200,7 @@ def test_independent_readers_of_a_row_statistic_are_merged_then_fused():
 def test_readers_that_depend_on_each_other_are_not_merged():
     """The values nest reads S of another row, which the scale nest writes: it stays a nest of its own."""
     after = LoopFusion()(_statistic_read_by_two_nests(dependent=True))
-    decisions = [str(d) for d in after["main"].body.block.annotations["fusion.decisions"]]
+    decisions = [step.text for step in fusion_steps(after["main"])]
     assert not any(d.startswith("merge") for d in decisions)
     assert any("absmax is read by several nests (scale, values)" in d for d in decisions)
     assert len(top_level_statements(after["main"])) == 3

@@ -181,9 +181,11 @@ def test_the_report_reads_attentions_bytes_saved_from_the_record():
     mod = _final(make_attention(1, 2, 37, 16))
     steps = fusion_steps(mod["main"])
     decisions = read_decisions(mod)
-    assert [(s.action, s.taken) for s in steps] == [(MOVE, True), (FUSE, True)]
+    kinds = [(s.action, s.taken) for s in steps]
+    assert (MOVE, True) in kinds and (FUSE, True) in kinds
     assert decisions.fusion == steps
-    assert decisions.fusion_bytes_saved == sum(s.bytes_saved for s in steps) == 31968
+    assert decisions.fusion_bytes_saved == sum(s.bytes_saved or 0 for s in steps if s.taken)
+    assert sum(s.bytes_saved for s in steps if s.action in (MOVE, FUSE)) == 10064 + 21904
 
 
 # --- Tiling reads the recompute record -----------------------------------------------------------
