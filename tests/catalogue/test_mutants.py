@@ -21,6 +21,7 @@ from catalogue_programs import floor_div, row_max, scale
 from tir_passes import CHECKS, VerificationError, run_pipeline
 from tir_passes.passes import buffer_layout
 from tir_passes.passes.bank_conflict_free_tiling import padded_layout_problems
+from tir_passes.contracts.layout_record import layout_decisions
 from tir_passes.passes.buffer_layout import BufferLayout
 from tir_passes.infra.frontend import as_module
 from tir_passes.infra.pass_util import replace_block, s_tir_pass
@@ -213,7 +214,7 @@ class Transposed:
 def test_m10_layout_map_that_is_not_a_bijection_is_caught_by_the_layout_proof(monkeypatch):
     folded = tirx.IndexMap.from_func(lambda i, j: (j, i % 8), ndim=2, index_dtype="int32")  # rows i and i + 8 meet
     monkeypatch.setattr(buffer_layout, "permutation_map", lambda permutation: folded)
-    [decision] = [str(d) for d in BufferLayout()(Transposed)["main"].body.block.annotations["layout.decisions"]]
+    [decision] = [d.text for d in layout_decisions(BufferLayout()(Transposed)["main"])]
     assert decision.startswith("X: kept (the permuted layout was not proven")
 
 

@@ -5,6 +5,7 @@ from tvm.script import tirx as T
 
 from helpers import assert_rewrites, compile_and_check
 from tir_passes.passes import buffer_layout
+from tir_passes.contracts.layout_record import layout_decisions
 from tir_passes.passes.buffer_layout import BufferLayout, permutation_map
 
 
@@ -39,11 +40,12 @@ def test_intermediate_walked_along_its_first_axis_is_transposed():
             with T.sblock("root"):
                 T.reads()
                 T.writes()
-                T.sblock_attr({"layout.decisions": [
-                    "X: axes permuted to (1, 0): 4 of 4 accesses walk axis 0 in their innermost loop, which is now "
+                T.sblock_attr({"layout.decisions": [{
+                    "buffer": "X", "permutation": [1, 0], "old_shape": [32, 64],
+                    "reason": "4 of 4 accesses walk axis 0 in their innermost loop, which is now "
                     "unit-stride (proven: the new shape is the permutation of the old, the map is a bijection between "
                     "the index spaces (in range both ways, inverse(map(x)) == x, map(inverse(y)) == y), and all 5 "
-                    "rewritten accesses index the map of their old indices)"]})
+                    "rewritten accesses index the map of their old indices)"}]})
                 X = T.sblock_alloc_buffer((64, 32))
                 for i, j, k in T.grid(64, 32, 8):
                     with T.sblock("X"):
@@ -83,7 +85,7 @@ def test_contiguous_intermediate_is_kept_with_the_reason():
                     Z[vi, vj] = X[vi, vj]
 
     after = BufferLayout()(Before)["main"]
-    assert [str(d) for d in after.body.block.annotations["layout.decisions"]] == [
+    assert [d.text for d in layout_decisions(after)] == [
         "X: kept (its accesses already walk the last axis: 3 of 3)"]
     tvm.ir.assert_structural_equal(after.body.block.body, Before["main"].body.block.body)
 
@@ -127,7 +129,7 @@ class SquareIntermediate:
 
 
 def _decisions(mod):
-    return [str(d) for d in mod["main"].body.block.annotations["layout.decisions"]]
+    return [d.text for d in layout_decisions(mod["main"])]
 
 
 def test_a_rewrite_other_than_the_proven_map_is_not_applied(monkeypatch):

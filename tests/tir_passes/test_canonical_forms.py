@@ -82,8 +82,9 @@ def test_masked_scores_block_is_inlined_into_the_max():
             with T.sblock("root"):
                 T.reads()
                 T.writes()
-                T.sblock_attr({"fusion.decisions": ["inline masked into its consumers (elementwise producer); "
-                                                    "masked never reaches memory: saves 512 bytes of global traffic"]})
+                T.sblock_attr({"fusion.decisions": [{"action": "inline", "blocks": ["masked"], "buffers": ["masked"],
+                                                     "bytes_saved": 512, "reason": "elementwise producer",
+                                                     "taken": True}]})
                 for i, j in T.grid(8, 8):
                     with T.sblock("max"):
                         vi, vj = T.axis.remap("SR", [i, j])

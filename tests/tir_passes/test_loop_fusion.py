@@ -4,6 +4,7 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 from helpers import assert_rewrites, compile_and_check
+from tir_passes.contracts.fusion_record import fusion_steps
 from tir_passes.passes.loop_fusion import LoopFusion
 from tir_passes.infra.pass_util import top_level_statements
 
@@ -32,8 +33,9 @@ def test_elementwise_producer_is_inlined_with_its_reason():
             with T.sblock("root"):
                 T.reads()
                 T.writes()
-                T.sblock_attr({"fusion.decisions": ["inline B into its consumers (elementwise producer); "
-                                                    "B never reaches memory: saves 1024 bytes of global traffic"]})
+                T.sblock_attr({"fusion.decisions": [{"action": "inline", "blocks": ["B"], "buffers": ["B"],
+                                                     "bytes_saved": 1024, "reason": "elementwise producer",
+                                                     "taken": True}]})
                 for i, j in T.grid(8, 16):
                     with T.sblock("C"):
                         vi, vj = T.axis.remap("SR", [i, j])
@@ -70,8 +72,8 @@ def test_reduction_is_fused_under_its_consumers_row_loop():
             with T.sblock("root"):
                 T.reads()
                 T.writes()
-                T.sblock_attr({"fusion.decisions": ["fuse C into the nest of D over 1 shared axis(es); "
-                                                    "C stays in registers: saves 64 bytes of global traffic"]})
+                T.sblock_attr({"fusion.decisions": [{"action": "fuse", "blocks": ["C"], "into": ["D"], "buffers": ["C"],
+                                                     "bytes_saved": 64, "depth": 1, "reason": "", "taken": True}]})
                 C = T.sblock_alloc_buffer((8,))
                 for i in range(8):
                     for ax0 in range(16):
@@ -104,7 +106,7 @@ def neighbour_rows(A: T.Buffer((9, 16), "float32"), D: T.Buffer((8,), "float32")
 
 def test_neighbour_row_read_is_refused_with_the_reason_in_the_dump():
     after = LoopFusion()(tvm.IRModule({"main": neighbour_rows}))["main"]
-    decisions = [str(d) for d in after.body.block.annotations["fusion.decisions"]]
+    decisions = [step.text for step in fusion_steps(after)]
     assert decisions == ["not fused: C -> D: D reads C[vi + 1], not the element of the shared axis it computes (vi): "
                          "fusing would need values another program computes"]
     assert len(top_level_statements(after)) == 2
@@ -187,9 +189,10 @@ def _statistic_read_by_two_nests(dependent: bool):
 
 def test_independent_readers_of_a_row_statistic_are_merged_then_fused():
     after = LoopFusion()(_statistic_read_by_two_nests(dependent=False))
-    decisions = [str(d) for d in after["main"].body.block.annotations["fusion.decisions"]]
-    assert decisions[0] == ("merge the nests of scale and values over 1 shared axis(es): both read absmax of absmax, "
-                            "independently")
+    steps = fusion_steps(after["main"])
+    assert (steps[0].action, steps[0].blocks, steps[0].into, steps[0].depth, steps[0].reason) == (
+        "merge", ("values",), ("scale",), 1, "both read absmax of absmax, independently")
+    decisions = [step.text for step in steps]
     assert decisions[1].startswith("fuse absmax into the nest of scale over 1 shared axis(es)")
     assert len(top_level_statements(after["main"])) == 1
 
@@ -197,7 +200,7 @@ def test_independent_readers_of_a_row_statistic_are_merged_then_fused():
 def test_readers_that_depend_on_each_other_are_not_merged():
     """The values nest reads S of another row, which the scale nest writes: it stays a nest of its own."""
     after = LoopFusion()(_statistic_read_by_two_nests(dependent=True))
-    decisions = [str(d) for d in after["main"].body.block.annotations["fusion.decisions"]]
+    decisions = [step.text for step in fusion_steps(after["main"])]
     assert not any(d.startswith("merge") for d in decisions)
     assert any("absmax is read by several nests (scale, values)" in d for d in decisions)
     assert len(top_level_statements(after["main"])) == 3

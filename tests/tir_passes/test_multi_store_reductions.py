@@ -10,6 +10,7 @@ from tvm.script import tirx as T
 from helpers import assert_rewrites
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.contracts.gpu_specs import gpu_spec
+from tir_passes.contracts.fusion_record import fusion_steps
 from tir_passes.passes.loop_fusion import LoopFusion
 from tir_passes.analyses.nest import loops_under
 from tir_passes.infra.pass_util import top_level_statements
@@ -67,8 +68,9 @@ def test_producer_of_two_moments_is_fused_under_its_consumer():
             with T.sblock("root"):
                 T.reads()
                 T.writes()
-                T.sblock_attr({"fusion.decisions": ["fuse moments into the nest of D over 1 shared axis(es); s, sq stay "
-                                                    "in registers: saves 128 bytes of global traffic"]})
+                T.sblock_attr({"fusion.decisions": [{"action": "fuse", "blocks": ["moments"], "into": ["D"],
+                                                     "buffers": ["s", "sq"], "bytes_saved": 128, "depth": 1,
+                                                     "reason": "", "taken": True}]})
                 s = T.sblock_alloc_buffer((8,))
                 sq = T.sblock_alloc_buffer((8,))
                 for i in range(8):
@@ -111,7 +113,7 @@ def moments_read_apart(A: T.Buffer((8, 16), "float32"), D: T.Buffer((8,), "float
 
 def test_moments_read_by_different_nests_are_not_fused():
     after = LoopFusion()(tvm.IRModule({"main": moments_read_apart}))["main"]
-    decisions = [str(d) for d in after.body.block.annotations["fusion.decisions"]]
+    decisions = [step.text for step in fusion_steps(after)]
     assert decisions == ["not fused: moments -> D: s and sq are read by different nests"]
     assert len(top_level_statements(after)) == 3
 

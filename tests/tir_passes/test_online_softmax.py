@@ -67,7 +67,7 @@ def test_max_and_sums_become_one_loop_with_a_running_maximum():
                         vi, vj = T.axis.remap("SR", [i, j])
                         T.reads(X[vi, vj])
                         T.writes(M[vi], M_prev[vi])
-                        T.sblock_attr({"online.shift": {"previous": "M_prev", "shift": "M"}})
+                        T.sblock_attr({"online.shift": {"previous": "M_prev", "shift": "M", "streamed": True}})
                         with T.init():
                             M[vi] = T.float32(-3.0e38)
                             M_prev[vi] = T.float32(-3.0e38)

@@ -78,7 +78,7 @@ def test_fusion_decisions_with_the_bytes_each_saves():
 def test_layout_decision_and_one_tiling_decision_per_kernel():
     kernel = compile(transposed_intermediate, verify=False)
     decisions = read_decisions(kernel.tir)
-    assert len(decisions.layout) == 1 and decisions.layout[0].startswith("X: axes permuted to (1, 0)")
+    assert len(decisions.layout) == 1 and decisions.layout[0].text.startswith("X: axes permuted to (1, 0)")
     assert [d.index for d in decisions.kernels] == list(range(len(kernel.program.kernels)))
     for decision in decisions.kernels:
         assert decision.reasons and decision.reasons[0].startswith(f"kernel {decision.index} (")

@@ -6,6 +6,7 @@ import pytest
 from tvm.script import tirx as T
 
 from helpers import compile_and_check
+from tir_passes.contracts.fusion_record import fusion_steps
 from tir_passes.infra.pass_util import root_block
 from tir_passes.contracts.gpu_specs import gpu_spec
 from tir_passes.analyses.recompute import worth_recomputing
@@ -19,6 +20,10 @@ def _decisions(kernel, key: str) -> list[str]:
     return [str(d) for d in root_block(kernel.tir["main"]).annotations[key]]
 
 
+def _fusion(kernel) -> list[str]:
+    return [step.text for step in fusion_steps(kernel.tir["main"])]
+
+
 @pytest.mark.interpreter
 @pytest.mark.aot
 def test_long_score_rows_are_one_kernel_with_recomputed_scores():
@@ -26,7 +31,7 @@ def test_long_score_rows_are_one_kernel_with_recomputed_scores():
     assert len(kernel.program.kernels) == 1
     [pointer_kernel] = [k for k in kernel.source.split("@triton.jit")[1:] if k.lstrip().startswith("def attention_scores_kernel0(")]
     assert pointer_kernel.count("tl.dot(") == 2 and pointer_kernel.count("for j_0") == 2
-    fusion = _decisions(kernel, "fusion.decisions")
+    fusion = _fusion(kernel)
     assert any(d.startswith("recompute scores for the later readers of S (scores_2)") for d in fusion)
     assert any("online with row_sum" in d and "do not fit in registers" in d for d in _decisions(kernel, "online.decisions"))
 
@@ -36,7 +41,7 @@ def test_short_score_rows_stay_in_registers():
     """Rows that fit keep the three passes over registers: no online form, no recompute."""
     kernel = compile_and_check(make_attention_scores(37, 45, 32), aot=False)
     assert len(kernel.program.kernels) == 1
-    assert not any(d.startswith("recompute") for d in _decisions(kernel, "fusion.decisions"))
+    assert not any(d.startswith("recompute") for d in _fusion(kernel))
     assert kernel.source.count("for j_0") == 0
 
 
@@ -91,4 +96,4 @@ def test_scores_are_not_recomputed_after_their_inputs_change():
     (found in review), so the scores go through memory, and the kernels match TVM."""
     kernel = compile(scores_then_keys_overwritten)   # every check, the kernel against TVM included
     assert kernel.check_report.ok
-    assert any(d.startswith("not recomputed: scores: clobber writes B") for d in _decisions(kernel, "fusion.decisions"))
+    assert any(d.startswith("not recomputed: scores: clobber writes B") for d in _fusion(kernel))

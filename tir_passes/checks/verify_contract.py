@@ -30,9 +30,12 @@ of these is. A pin's value is the loop's size: no config may change what the pro
 
 And, from OnlineSoftmax on (online_contract.py), in every kernel whether tiled or not: a block
 marked "online.shift" is a reduction over one axis that writes the shift and previous buffers it
-names; a block marked "online.rescale" names a shift block of the same nest, and both reduce
-along the same loop (a pass that moved them apart breaks the rescaling, which per element TIR
-does not show until the lowering folds tiles).
+names (and, once tiled, its row loop is walked in tiles when the mark says streamed); a block
+marked "online.rescale" names a shift block of the same nest, and both reduce along the same loop
+(a pass that moved them apart breaks the rescaling, which per element TIR does not show until the
+lowering folds tiles).
+
+And the root block's records, LoopFusion's and BufferLayout's (verify_records.py).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from tir_passes.analyses.storage import decide_storage
 from tir_passes.contracts.tile_contract import (GRID, LIMITS, SERIAL, TILE, WARPS, ContractError, KernelTile, LoopTile,
                                                TileWindow, deterministic_promise, dot_mark, kernel_tile, loop_tile,
                                                not_dot_mark, scan_mark, split_mark)
+from tir_passes.checks.verify_records import record_problems
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 
 PROOF = sym.ProofStrength.SYMBOLIC_BOUND
@@ -62,6 +66,7 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
         if isinstance(func, tirx.PrimFunc) and func.attrs is not None and bool(func.attrs.get("s_tir", False)):
             params = {p.name for p in func.params if tirx.is_buffer_var(p)}
             deterministic = _promised(func, problems)
+            problems += record_problems(func)
             for index, stmt in enumerate(top_level_statements(func)):
                 found = _kernel_problems(stmt, params, root_block(func).body)
                 if deterministic and not found:
@@ -230,6 +235,22 @@ def _online_problems(stmt) -> list[str]:
     return problems
 
 
+def _stream_problems(stmt, tiles) -> list[str]:
+    """Once tiled, the row loop of a shift block OnlineSoftmax marked streamed is walked in tiles:
+    a split tile axis (stepped by a serial loop), or serial where it carries a dependence."""
+    problems = []
+    for realize, loops in block_sites(stmt):
+        shift = online_shift(realize.block)
+        if shift is None or not shift.streamed:
+            continue
+        walked = [tiles.get(loop.loop_var.__chandle__()) for loop in loops if loop_kind(loop, realize) == REDUCE]
+        if not any(t is not None and ((t.role == TILE and t.outer is not None) or (t.role == SERIAL and t.carries))
+                   for t in walked):
+            problems.append(f"online shift block {realize.block.name_hint} is marked streamed, but its row loop is "
+                            "not walked in tiles (a split tile axis) nor serial for a dependence")
+    return problems
+
+
 def _reduce_loops(realize, loops) -> tuple[int, ...]:
     """The loops (by handle) that walk the block's reduction: one, or a split's two halves."""
     return tuple(loop.loop_var.__chandle__() for loop in loops if loop_kind(loop, realize) == REDUCE)
@@ -249,7 +270,7 @@ def _kernel_problems(stmt, params: set[str], body) -> list[str]:
         return [str(err)]
     if all(tile is None for tile in tiles.values()):
         return []  # not tiled (yet)
-    problems = _grid_prefix(stmt, tiles)
+    problems = _grid_prefix(stmt, tiles) + _stream_problems(stmt, tiles)
     analyzer = sym.Analyzer()
     for loop, _ in loops:
         analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))

@@ -8,7 +8,9 @@ because of the loop's shape, so the pass marks the blocks and the later stages r
 
   block annotation "online.shift"    OnlineShift    the max block: besides the running maximum
                                                     `shift`, it keeps `previous`, the maximum
-                                                    before the current element
+                                                    before the current element; `streamed`: the
+                                                    loop is walked in tiles (Tiling steps it with
+                                                    a serial loop), which is why the pass took it
   block annotation "online.rescale"  OnlineRescale  a sum block `Y = Y * F + t` whose factor F
                                                     reads only `shift` and `previous`, and whose
                                                     term t scales like exp(-c * shift)
@@ -39,6 +41,7 @@ DECISIONS_KEY = "online.decisions"   # root block: the pass's reasons, one line 
 class OnlineShift:
     shift: str       # the running maximum's buffer
     previous: str    # the maximum before the current element (an intermediate only the sums read)
+    streamed: bool = True   # the row is walked tile by tile: OnlineSoftmax's reason to take it, read by Tiling
 
 
 @dataclass(frozen=True)
@@ -48,14 +51,14 @@ class OnlineRescale:
 
 
 def shift_value(mark: OnlineShift) -> dict:
-    return {"shift": mark.shift, "previous": mark.previous}
+    return {"shift": mark.shift, "previous": mark.previous, "streamed": mark.streamed}
 
 
 def rescale_value(mark: OnlineRescale) -> dict:
     return {"shift": mark.shift, "previous": mark.previous}
 
 
-def _fields(block: s_tir.SBlock, key: str) -> tuple[str, str] | None:
+def _fields(block: s_tir.SBlock, key: str) -> dict | None:
     raw = block.annotations.get(key)
     if raw is None:
         return None
@@ -63,17 +66,21 @@ def _fields(block: s_tir.SBlock, key: str) -> tuple[str, str] | None:
     if not hasattr(raw, "items"):
         raise ContractError(where, f'annotation "{key}" must be a dict, not {raw!r}', "OnlineSoftmax")
     fields = dict(raw.items())
-    values = tuple(fields.get(name) for name in ("shift", "previous"))
-    if not all(isinstance(value, str) for value in values):
+    if not all(isinstance(fields.get(name), str) for name in ("shift", "previous")):
         raise ContractError(where, f'annotation "{key}" needs the buffer names "shift" and "previous", not {raw!r}', "OnlineSoftmax")
-    return str(values[0]), str(values[1])
+    return fields
 
 
 def online_shift(block: s_tir.SBlock) -> OnlineShift | None:
     fields = _fields(block, SHIFT_KEY)
-    return OnlineShift(*fields) if fields else None
+    if fields is None:
+        return None
+    if not isinstance(fields.get("streamed"), bool):
+        raise ContractError(f"block {block.name_hint}", f'annotation "{SHIFT_KEY}" needs a boolean "streamed", '
+                            f"not {fields.get('streamed')!r}", "OnlineSoftmax")
+    return OnlineShift(str(fields["shift"]), str(fields["previous"]), bool(fields["streamed"]))
 
 
 def online_rescale(block: s_tir.SBlock) -> OnlineRescale | None:
     fields = _fields(block, RESCALE_KEY)
-    return OnlineRescale(*fields) if fields else None
+    return OnlineRescale(str(fields["shift"]), str(fields["previous"])) if fields else None

@@ -12,14 +12,15 @@ the new shape is the permutation of the old; the map is a bijection between the 
 spaces (for symbolic indices in range, the analyzer proves that the map lands in the new shape,
 TVM's inverse lands in the old one, inverse(map(x)) == x and map(inverse(y)) == y); and every
 rewritten access indexes the map of its old indices. The decision, with what was proven or why
-the buffer was kept, is recorded in the root block's "layout.decisions" annotation, also when
-nothing changes.
+the buffer was kept, is recorded in the root block's "layout.decisions" record (LayoutDecision,
+layout_record.py), also when nothing changes.
 Assumes: LoopFusion ran (what it kept in registers has no layout); intermediates are root
 allocations with static shapes; parameters keep the layout the caller gives them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import tvm
@@ -29,6 +30,7 @@ from tvm import s_tir, sym, tirx
 from tir_passes.errors import first_line
 from tir_passes.analyses.layout_proofs import bijection_problems, equal_indices
 from tir_passes.analyses.nest import block_sites
+from tir_passes.contracts.layout_record import LayoutDecision, write_layout
 from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
 
 PROOF = ("proven: the new shape is the permutation of the old, the map is a bijection between the index "
@@ -133,10 +135,10 @@ def _static_shape(func: tirx.PrimFunc, name: str) -> list[int]:
     return [int(d.value) for d in _root_buffer(func, name).shape]
 
 
-def _decide(func: tirx.PrimFunc, buf, statements) -> tuple[list[int] | None, str]:
+def _decide(func: tirx.PrimFunc, buf, statements) -> LayoutDecision:
     shape = [int(d.value) for d in buf.shape if isinstance(d, tirx.IntImm)]
     if len(shape) != len(buf.shape) or len(shape) < 2:
-        return None, f"{buf.name}: kept (symbolic or one-dimensional shape)"
+        return LayoutDecision(buf.name, None, reason="symbolic or one-dimensional shape")
     votes: Counter = Counter()
     writers = []
     for stmt in statements:
@@ -147,14 +149,15 @@ def _decide(func: tirx.PrimFunc, buf, statements) -> tuple[list[int] | None, str
             if isinstance(access, tirx.BufferStore):
                 writers.append(realize.block.name_hint)
     if not votes or len(set(writers)) != 1:
-        return None, f"{buf.name}: kept (no single writer, or no access walks one axis contiguously)"
+        return LayoutDecision(buf.name, None, reason="no single writer, or no access walks one axis contiguously")
     axis, count = sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
     last = len(shape) - 1
     if axis == last:
-        return None, f"{buf.name}: kept (its accesses already walk the last axis: {count} of {sum(votes.values())})"
-    permutation = [a for a in range(len(shape)) if a != axis] + [axis]
-    return permutation, (f"{buf.name}: axes permuted to {tuple(permutation)}: {count} of {sum(votes.values())} accesses "
-                         f"walk axis {axis} in their innermost loop, which is now unit-stride")
+        walked = f"its accesses already walk the last axis: {count} of {sum(votes.values())}"
+        return LayoutDecision(buf.name, None, reason=walked)
+    permutation = tuple(a for a in range(len(shape)) if a != axis) + (axis,)
+    return LayoutDecision(buf.name, permutation, tuple(shape), f"{count} of {sum(votes.values())} accesses walk axis "
+                          f"{axis} in their innermost loop, which is now unit-stride")
 
 
 def _transformed(func: tirx.PrimFunc, name: str, index_map: tirx.IndexMap) -> tirx.PrimFunc:
@@ -166,16 +169,18 @@ def _transformed(func: tirx.PrimFunc, name: str, index_map: tirx.IndexMap) -> ti
     return sch.mod["main"]
 
 
-def _relayout(func: tirx.PrimFunc, name: str) -> tuple[tirx.PrimFunc, str]:
+def _relayout(func: tirx.PrimFunc, name: str) -> tuple[tirx.PrimFunc, LayoutDecision]:
     """`func` with buffer `name` permuted when that helps and is proven, and the decision."""
-    permutation, decision = _decide(func, _root_buffer(func, name), top_level_statements(func))
-    if permutation is None:
+    decision = _decide(func, _root_buffer(func, name), top_level_statements(func))
+    if decision.permutation is None:
         return func, decision
+    permutation = list(decision.permutation)
     after = _transformed(func, name, permutation_map(permutation))
     problems = layout_problems(func, after, name, permutation)
     if problems:
-        return func, f"{name}: kept (the permuted layout was not proven: {'; '.join(problems)})"
-    return after, f"{decision} ({PROOF.format(count=len(_block_accesses(after, name)))})"
+        return func, LayoutDecision(name, None, reason=f"the permuted layout was not proven: {'; '.join(problems)}")
+    proof = PROOF.format(count=len(_block_accesses(after, name)))
+    return after, dataclasses.replace(decision, reason=f"{decision.reason} ({proof})")
 
 
 def layout_buffers(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -188,9 +193,7 @@ def layout_buffers(func: tirx.PrimFunc) -> tirx.PrimFunc:
     for name in shared:
         func, decision = _relayout(func, name)
         decisions.append(decision)
-    sch = s_tir.Schedule(func)
-    sch.annotate(sch.get_sblock("root"), "layout.decisions", decisions)
-    return sch.mod["main"]
+    return write_layout(func, decisions)
 
 
 def BufferLayout():

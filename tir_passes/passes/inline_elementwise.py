@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from tvm import s_tir, tirx
 
+from tir_passes.contracts.fusion_record import FusionStep, write_fusion
 from tir_passes.passes.loop_fusion import inline_elementwise
 from tir_passes.infra.pass_util import root_block, s_tir_pass
 
-DECISIONS_KEY = "fusion.decisions"   # LoopFusion's record, which LoopFusion extends
 
 
 def inline_elementwise_blocks(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -28,12 +28,11 @@ def inline_elementwise_blocks(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not intermediates:
         return func
     sch = s_tir.Schedule(func)
-    decisions: list[str] = []
+    decisions: list[FusionStep] = []
     inline_elementwise(sch, intermediates, decisions)
     if not decisions:
         return func
-    sch.annotate(sch.get_sblock("root"), DECISIONS_KEY, decisions)
-    return sch.mod["main"]
+    return write_fusion(sch.mod["main"], decisions)   # LoopFusion's record, which LoopFusion extends
 
 
 def InlineElementwise():

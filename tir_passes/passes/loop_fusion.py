@@ -21,7 +21,8 @@ Three rewrites, with TVM's schedule where it has the primitive (so TVM checks th
      online nest's block, computing one element of the row per iteration (flash attention's scores).
 
 Every decision, taken or refused, is recorded with its reason and the global-memory bytes it
-saves (the intermediate's write and read), as the root block's "fusion.decisions" annotation.
+saves (the intermediate's write and read), as the root block's "fusion.decisions" record (FusionStep,
+fusion_record.py: what, for whom, bytes saved, taken or refused and why).
 Refused: a consumer reading a neighbour (`X[vi + 1]`) or a whole other axis of the producer's
 output, an intermediate also read by a third nest, a fused row too large for registers, a
 producer with a block predicate (compute_at would drop it), and anything TVM's schedule rejects
@@ -40,27 +41,12 @@ from tir_passes.errors import first_line
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.analyses.nest import (block_accesses, blocks_under, contraction_operands, loop_chain, perfect_nest,
                                       realizes_under)
-from tir_passes.infra.dtypes import element_bytes
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
 from tir_passes.analyses.recompute import clobbered_inputs, reader_nests, recompute_for_readers, worth_recomputing
 from tir_passes.contracts.tile_contract import LIMITS, row_fits_in_registers
-
-
-def _size(buf) -> int | None:
-    count = 1
-    for dim in buf.shape:
-        if not isinstance(dim, tirx.IntImm):
-            return None
-        count *= int(dim.value)
-    return count
-
-
-def _traffic(*bufs) -> str:
-    sizes = [_size(buf) for buf in bufs]
-    if None in sizes:
-        return "the global round trip"
-    return f"{sum(2 * size * element_bytes(buf.dtype) for size, buf in zip(sizes, bufs))} bytes of global traffic"
+from tir_passes.contracts.fusion_record import (FUSE, INLINE, MERGE, MOVE, RECOMPUTE, FusionStep, fusion_steps,
+                                                saved_bytes, write_fusion)
 
 
 def _is_spatial(block: s_tir.SBlock) -> bool:
@@ -77,7 +63,7 @@ def _reads_of(block: s_tir.SBlock, buf) -> list:
     return loads
 
 
-def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
+def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: list[FusionStep]) -> None:
     """Inline every spatial block that writes one intermediate into its consumers (TVM's compute_inline
     checks it may); also InlineElementwise's rewrite, at the front of the pipeline."""
     root = sch.get(sch.get_sblock("root"))
@@ -88,10 +74,11 @@ def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: 
         try:
             sch.compute_inline(sch.get_sblock(block.name_hint))
         except ScheduleError as err:
-            decisions.append(f"keep {block.name_hint}: TVM cannot inline it ({first_line(err, 160)})")
+            decisions.append(FusionStep(INLINE, (block.name_hint,), taken=False,
+                                        reason=f"TVM cannot inline it ({first_line(err, 160)})"))
             continue
-        decisions.append(f"inline {block.name_hint} into its consumers (elementwise producer); "
-                         f"{written[0].name} never reaches memory: saves {_traffic(written[0])}")
+        decisions.append(FusionStep(INLINE, (block.name_hint,), buffers=(written[0].name,),
+                                    reason="elementwise producer", bytes_saved=saved_bytes(written[0])))
 
 
 def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False) -> tirx.Var | None:
@@ -216,7 +203,7 @@ def _over_register_budget(producer: s_tir.SBlock, written: list, depth: int) -> 
             f"over the budget of {LIMITS.register_row_elements}")
 
 
-def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions: list[str]) -> str:
+def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions: list[FusionStep]) -> str:
     """Move the producer under the consumer's leading `depth` loops; '' or TVM's refusal."""
     kept = [buf for buf in _writes(producer) if _readers(sch, buf, producer.name_hint)]
     loop = sch.get_loops(sch.get_sblock(consumer))[depth - 1]
@@ -224,9 +211,8 @@ def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions:
         sch.compute_at(sch.get_sblock(producer.name_hint), loop, preserve_unit_loops=False)
     except ScheduleError as err:
         return f"TVM refuses ({first_line(err, 160)})"
-    stay = "stays" if len(kept) == 1 else "stay"
-    decisions.append(f"fuse {producer.name_hint} into the nest of {consumer} over {depth} shared axis(es); "
-                     f"{', '.join(buf.name for buf in kept)} {stay} in registers: saves {_traffic(*kept)}")
+    decisions.append(FusionStep(FUSE, (producer.name_hint,), (consumer,), tuple(buf.name for buf in kept),
+                                bytes_saved=saved_bytes(*kept), depth=depth))
     return ""
 
 
@@ -236,7 +222,7 @@ def _nest_blocks(sch: s_tir.Schedule, name: str) -> list[str]:
     return [b.name_hint for b in blocks_under(statement)]
 
 
-def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: list[str]) -> str:
+def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: list[FusionStep]) -> str:
     """Move the consumer nest (one block) under the leading loops it shares with the producer's nest
     of several blocks (reverse_compute_at), which stays whole: its blocks may share loops for a
     reason (an online softmax's running maximum). A consumer nest of several blocks (a normalize
@@ -261,10 +247,9 @@ def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: 
             sch.merge(loop, sch.get_loops(sch.get_sblock(consumer))[depth - 1])
     except ScheduleError as err:
         return f"TVM refuses ({first_line(err, 160)})"
-    kept = ", ".join(dict.fromkeys(buf.name for _, buf in written))
-    how = "move" if consumers == [consumer] else "merge the nest of"
-    decisions.append(f"{how} {', '.join(consumers)} into the nest of {', '.join(nest)} over {depth} shared axis(es); "
-                     f"{kept} stay in registers: saves {_traffic(*dict.fromkeys(buf for _, buf in written))}")
+    kept = list(dict.fromkeys(buf for _, buf in written))
+    decisions.append(FusionStep(MOVE if consumers == [consumer] else MERGE, tuple(consumers), tuple(nest),
+                                tuple(buf.name for buf in kept), bytes_saved=saved_bytes(*kept), depth=depth))
     return ""
 
 
@@ -312,7 +297,7 @@ def _shared_row_loops(a, b) -> int:
     return depth
 
 
-def _merge_readers(sch: s_tir.Schedule, producer: s_tir.SBlock, decisions: list[str]) -> bool:
+def _merge_readers(sch: s_tir.Schedule, producer: s_tir.SBlock, decisions: list[FusionStep]) -> bool:
     """Merge the first two nests that read the producer's intermediates over their shared row loops
     (TVM's merge), when they are independent of each other and of every nest between them: the
     producer then has one reader nest and fuses into it, like softmax's statistics (int8 row
@@ -336,14 +321,15 @@ def _merge_readers(sch: s_tir.Schedule, producer: s_tir.SBlock, decisions: list[
         sch.merge(*loops)
     except ScheduleError:
         return False
-    decisions.append(f"merge the nests of {names[0]} and {names[1]} over {depth} shared axis(es): both read "
-                     f"{', '.join(b.name for b in _writes(producer))} of {producer.name_hint}, independently")
+    read = ", ".join(b.name for b in _writes(producer))
+    decisions.append(FusionStep(MERGE, (names[1],), (names[0],), bytes_saved=0, depth=depth,
+                                reason=f"both read {read} of {producer.name_hint}, independently"))
     return True
 
 
-def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisions: list[str]) -> None:
+def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisions: list[FusionStep]) -> None:
     """Fuse until nothing changes (consumers first, so chains collapse), then record refusals."""
-    refused: dict[str, str] = {}
+    refused: dict[str, FusionStep] = {}
     progress = True
     while progress:
         progress = False
@@ -359,11 +345,13 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             if consumer is None or not depth:
                 continue
             if len(_nest_blocks(sch, producer.name_hint)) > 1:
+                action = MOVE if _nest_blocks(sch, consumer) == [consumer] else MERGE
                 failure = _consumer_under_nest(sch, producer, consumer, decisions)
             else:
-                failure = _fuse_one(sch, producer, consumer, depth, decisions)
+                action, failure = FUSE, _fuse_one(sch, producer, consumer, depth, decisions)
             if failure:
-                refused[producer.name_hint] = f"not fused: {producer.name_hint} -> {consumer}: {failure}"
+                refused[producer.name_hint] = FusionStep(action, (producer.name_hint,), (consumer,), taken=False,
+                                                         reason=failure)
                 continue
             progress = True
             break
@@ -373,10 +361,10 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
         if producer.name_hint in refused:
             decisions.append(refused[producer.name_hint])
         elif consumer is not None and not depth:
-            decisions.append(f"not fused: {producer.name_hint} -> {consumer}: {reason}")
+            decisions.append(FusionStep(FUSE, (producer.name_hint,), (consumer,), taken=False, reason=reason))
 
 
-def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisions: list[str],
+def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisions: list[FusionStep],
                             spec: GpuSpec) -> tirx.PrimFunc:
     """A contraction read by several later nests whose rows do not fit in registers is copied in
     front of each later reader (recompute.py), where recomputing beats the memory round trip."""
@@ -391,11 +379,15 @@ def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisi
             if why and not row_fits_in_registers(_row_elements(buffer, 1), contraction=True):
                 clobbered = clobbered_inputs(func, index)
                 if clobbered:
-                    decisions.append(f"not recomputed: {block.name_hint}: {clobbered}")
+                    decisions.append(FusionStep(RECOMPUTE, (block.name_hint,), taken=False, reason=clobbered))
                 else:
+                    statements = top_level_statements(func)
+                    readers_blocks = tuple(b.name_hint for i in readers for b in blocks_under(statements[i])
+                                           if _reads_of(b, buffer))
                     func, copies = recompute_for_readers(func, index)
-                    decisions.append(f"recompute {block.name_hint} for the later readers of {buffer.name} "
-                                     f"({', '.join(copies)}): its rows do not fit in registers, and {why}")
+                    decisions.append(FusionStep(RECOMPUTE, (block.name_hint,), readers_blocks,
+                                                (buffer.name,), reason=f"its rows do not fit in registers, and {why}",
+                                                copies=tuple(copies)))
         index += 1
     return func
 
@@ -405,19 +397,15 @@ def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     if not intermediates or len(top_level_statements(func)) < 2:
         return func
     sch = s_tir.Schedule(func)
-    # InlineElementwise, at the front of the pipeline, may have inlined already: its lines come first
-    decisions: list[str] = [str(d) for d in root_block(func).annotations.get("fusion.decisions", [])]
+    # InlineElementwise, at the front of the pipeline, may have inlined already: its steps come first
+    decisions: list[FusionStep] = list(fusion_steps(func))
     inline_elementwise(sch, intermediates, decisions)
     func = _recompute_contractions(sch.mod["main"], intermediates, decisions, spec)
     sch = s_tir.Schedule(func)
     _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions)
     if not decisions:
         return func
-    root = sch.get_sblock("root")
-    if "fusion.decisions" in sch.get(root).annotations:   # InlineElementwise's lines: annotate would keep them
-        sch.unannotate(root, "fusion.decisions")
-    sch.annotate(root, "fusion.decisions", decisions)
-    return sch.mod["main"]
+    return write_fusion(sch.mod["main"], decisions)
 
 
 def LoopFusion(gpu: str = "H200"):

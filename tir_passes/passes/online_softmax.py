@@ -431,7 +431,9 @@ def _shift_block(mx: MaxNest, previous, buffers: dict) -> s_tir.SBlock:
     store, init = block.body, block.init
     remember = tirx.BufferStore(previous, tirx.BufferLoad(mx.buffer, list(store.indices)), list(store.indices))
     start = tirx.BufferStore(previous, init.value, list(store.indices))
-    annotations = {**dict(block.annotations), SHIFT_KEY: shift_value(OnlineShift(mx.buffer.name, previous.name))}
+    # every reason _worth_it takes a group for is a reason to walk the row in tiles: the mark says so to Tiling
+    mark = OnlineShift(mx.buffer.name, previous.name, streamed=True)
+    annotations = {**dict(block.annotations), SHIFT_KEY: shift_value(mark)}
     return _with_regions(replace_block(block, body=tirx.SeqStmt([remember, store]), init=tirx.SeqStmt([init, start]),
                                        annotations=annotations), buffers)
 

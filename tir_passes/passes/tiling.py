@@ -40,6 +40,7 @@ from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, PIN_WARPS, 
                                                write_decision)
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 from tir_passes.passes.tiling_plan import KernelPlan, plan_kernel
+from tir_passes.contracts.fusion_record import recomputed_blocks
 
 
 def _key(loop: tirx.For) -> int:
@@ -119,8 +120,9 @@ class _KernelApplier:
         self.decision.not_dots.update(self.plan.not_dots)
 
 
-def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool) -> list[str]:
-    plan = plan_kernel(spec, stmt, deterministic)
+def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool,
+                recomputed: frozenset[str]) -> list[str]:
+    plan = plan_kernel(spec, stmt, deterministic, recomputed)
     whole_axes = {key: choice.axis for key, choice in plan.tiles.items() if choice.whole}
     storage = decide_storage(stmt, whole_axes)
     applier = _KernelApplier(sch, plan, decision)
@@ -175,8 +177,9 @@ def tile_function(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = Fals
     sch = s_tir.Schedule(func)
     decision = TileDecision(deterministic=deterministic)
     notes: list[str] = []
+    recomputed = recomputed_blocks(func)
     for index, stmt in todo:
-        notes += _tile_kernel(sch, spec, stmt, index, decision, deterministic)
+        notes += _tile_kernel(sch, spec, stmt, index, decision, deterministic, recomputed)
     tiled = sch.mod["main"]
     for index, _ in todo:
         notes += _window_walks(tiled, top_level_statements(tiled)[index], index, decision)

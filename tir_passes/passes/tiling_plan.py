@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.analyses import determinism
@@ -304,21 +303,20 @@ def _fused_contraction(spec, shape: FusedShape, blocked, axis_name, deterministi
 
 
 def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | None:
-    """The loop an online nest's running maximum walks, when it must be stepped in tiles: a sum
-    over it is a contraction (flash attention's weighted sum), or it is longer than one tile;
-    with the dtype of the sums' operands, and whether one is a contraction."""
+    """The loop an online nest's running maximum walks, when OnlineSoftmax's mark says it is
+    streamed (stepped in tiles); with the dtype of the sums' operands, and whether one is a
+    contraction."""
     online = [(loops, realize) for loops, realize in shape.subs
               if online_shift(realize.block) is not None or online_rescale(realize.block) is not None]
     reduce_loops = [l for loops, realize in online for l in loops if loop_kind(l, realize) == REDUCE]
-    if not reduce_loops or _key(reduce_loops[0]) in blocked:
+    streamed = any(mark.streamed for _, realize in online if (mark := online_shift(realize.block)) is not None)
+    if not reduce_loops or _key(reduce_loops[0]) in blocked or not streamed:
         return None
     loop = reduce_loops[0]
     # a contraction folded along the loop (attention's weighted sum), or one computing its elements
     # (the scores fused under it): either way the loop's tiles are tl.dot tiles
     contraction = next((realize for loops, realize in shape.subs if contraction_operands(realize.block) is not None
                         and any(l.same_as(loop) for l in loops)), None)
-    if contraction is None and tile_sizes.row_tile(static_int(loop.extent))[1]:
-        return None
     dtype = operands_dtype(*contraction_operands(contraction.block)) if contraction is not None else _store_dtype(online[0][1])
     return loop, dtype, contraction is not None
 
@@ -344,15 +342,14 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     return rows, columns
 
 
-def _recomputes_the_row(loop: tirx.For, loops, realize, online_loop: tirx.For) -> bool:
-    """A contraction beside (not under) the online loop, spatial along a loop as long as it: the
-    scores recomputed for the normalize pass (LoopFusion's recompute), walked in the same tiles."""
-    return (not any(l.same_as(online_loop) for l in loops) and loop_kind(loop, realize) == SPATIAL
-            and contraction_operands(realize.block) is not None
-            and tvm_ffi.structural_equal(loop.extent, online_loop.extent))
+def _recomputes_the_row(loop: tirx.For, realize, recomputed: frozenset[str]) -> bool:
+    """The row loop of a block LoopFusion's record names as a recomputed copy (the scores again,
+    for the normalize pass, beside the online loop): walked in the online loop's tiles."""
+    return realize.block.name_hint in recomputed and loop_kind(loop, realize) == SPATIAL
 
 
-def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False) -> KernelPlan:
+def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
+                recomputed: frozenset[str] = frozenset()) -> KernelPlan:
     plan = _fused_contraction(spec, shape, blocked, _axis_namer, deterministic)
     if plan is not None:
         return plan
@@ -371,7 +368,7 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False) 
             loop = candidates[-1]
             extent = static_int(loop.extent)
             size, whole = tile_sizes.row_tile(extent)
-            if online_rows is not None and _recomputes_the_row(loop, loops, realize, online[0]):
+            if online_rows is not None and _recomputes_the_row(loop, realize, recomputed):
                 size, whole = online_columns, False   # the row's scores again, beside the online loop: tl.dot tiles
             elif online_rows is not None and not whole:
                 size = tile_sizes.stepped_size(size, online_rows)   # beside the online loop, the same rows
@@ -471,9 +468,11 @@ def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
     return parallel
 
 
-def plan_kernel(spec: GpuSpec, stmt, deterministic: bool = False) -> KernelPlan:
+def plan_kernel(spec: GpuSpec, stmt, deterministic: bool = False,
+                recomputed: frozenset[str] = frozenset()) -> KernelPlan:
     """The plan for one kernel statement (any shape); deterministic: with the pins of
-    determinism.py (and sizes that read neither the extents of tl.dot axes nor the GPU's SM count)."""
+    determinism.py (and sizes that read neither the extents of tl.dot axes nor the GPU's SM count);
+    `recomputed`: the blocks LoopFusion's record names as recomputed copies (fusion_record.recomputed_blocks)."""
     carried = blocked_loops(stmt)
     blocked = set(carried)
     nest = perfect_nest(stmt)
@@ -484,7 +483,7 @@ def plan_kernel(spec: GpuSpec, stmt, deterministic: bool = False) -> KernelPlan:
     if nest is not None:
         plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans, deterministic)
     elif shape is not None:
-        plan = _plan_fused(spec, shape, blocked, deterministic)
+        plan = _plan_fused(spec, shape, blocked, deterministic, recomputed)
     else:
         leading = loop_chain(stmt)[0]
         inner = [loop for loop in loops_under(stmt) if not any(loop.same_as(l) for l in leading)]

@@ -1,8 +1,9 @@
 """Each pass's decisions, read back from the annotations it left in the final IR.
 
-  LoopFusion              root "fusion.decisions": one line per fusion taken or refused, with the
-                          global-memory bytes it saves
-  BufferLayout            root "layout.decisions": one line per intermediate, permuted or kept
+  LoopFusion              the fusion record (fusion_record.py): one FusionStep per fusion taken or
+                          refused, with the global-memory bytes it saves
+  BufferLayout            the layout record (layout_record.py): one LayoutDecision per intermediate,
+                          permuted or kept
   BankConflictFreeTiling  block "bank.decision": the padding of a shared staging tile, and why
   Tiling                  the typed contract (loop "tile", "tile.kernel", block "tile.dot" and
                           "tile.scan"), read through tile_contract's readers, and the root
@@ -21,23 +22,16 @@ import tvm
 from tvm import tirx
 
 from tir_passes.analyses.nest import loops_under, realizes_under
+from tir_passes.contracts.fusion_record import FusionStep, fusion_steps
+from tir_passes.contracts.layout_record import LayoutDecision, layout_decisions
 from tir_passes.infra.pass_util import root_block, top_level_statements
 from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile,
                                                 NotDot, ScanMark, dot_mark, kernel_tile, loop_tile, not_dot_mark,
                                                 scan_mark)
 
-# written by loop_fusion.py, buffer_layout.py and bank_conflict_free_tiling.py
-FUSION_KEY, LAYOUT_KEY, BANK_KEY = "fusion.decisions", "layout.decisions", "bank.decision"
+BANK_KEY = "bank.decision"   # written by bank_conflict_free_tiling.py
 
-_SAVED_BYTES = re.compile(r"saves (\d+) bytes")
 _KERNEL_LINE = re.compile(r"^kernel (\d+)\b")
-
-
-@dataclass(frozen=True)
-class FusionDecision:
-    text: str
-    taken: bool
-    bytes_saved: int | None   # None: refused, or a symbolic size ("the global round trip")
 
 
 @dataclass(frozen=True)
@@ -83,14 +77,14 @@ class KernelDecision:
 
 @dataclass(frozen=True)
 class Decisions:
-    fusion: tuple[FusionDecision, ...]
-    layout: tuple[str, ...]
+    fusion: tuple[FusionStep, ...]
+    layout: tuple[LayoutDecision, ...]
     bank: tuple[tuple[str, str], ...]   # (block, decision)
     kernels: tuple[KernelDecision, ...]
 
     @property
     def fusion_bytes_saved(self) -> int:
-        return sum(d.bytes_saved or 0 for d in self.fusion)
+        return sum(d.bytes_saved or 0 for d in self.fusion if d.taken)
 
 
 def read_decisions(mod: tvm.IRModule) -> Decisions:
@@ -100,19 +94,12 @@ def read_decisions(mod: tvm.IRModule) -> Decisions:
     reasons = _root_lines(root, DECISIONS_KEY)
     kernels = tuple(kernel for index, stmt in enumerate(statements)
                     if (kernel := _kernel_decision(index, stmt, reasons)) is not None)
-    return Decisions(tuple(_fusion_decision(text) for text in _root_lines(root, FUSION_KEY)),
-                     _root_lines(root, LAYOUT_KEY), _bank_decisions(statements), kernels)
+    return Decisions(fusion_steps(func), layout_decisions(func), _bank_decisions(statements), kernels)
 
 
 def _root_lines(root, key: str) -> tuple[str, ...]:
     value = root.annotations.get(key) if root.annotations else None
     return tuple(str(line) for line in value) if value is not None else ()
-
-
-def _fusion_decision(text: str) -> FusionDecision:
-    taken = text.startswith(("inline ", "fuse "))
-    saved = _SAVED_BYTES.search(text)
-    return FusionDecision(text, taken, int(saved.group(1)) if taken and saved else None)
 
 
 def _bank_decisions(statements) -> tuple[tuple[str, str], ...]:

@@ -1,0 +1,85 @@
+"""The `contract` check's part for the root block's records: LoopFusion's fusion record and
+BufferLayout's layout record (fusion_record.py, layout_record.py) parse, name blocks and buffers
+that exist, and state facts that are true of the IR, after every pass from their writer on:
+
+- a taken inline: the block is gone (inlined into its consumers);
+- a taken fuse, move or merge: its blocks and the blocks it joined are one top-level nest (one
+  kernel), the intermediates it keeps off memory are root allocations, and the bytes it saves are
+  their write and read (fusion_record.saved_bytes);
+- a taken recompute: the block and its copies exist, each copy writing a root allocation of its own;
+- a refusal: the blocks it names exist;
+- a layout decision names a root allocation; a permuted one has its old shape permuted.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from tir_passes.analyses.nest import blocks_under, written_buffers
+from tir_passes.contracts.fusion_record import INLINE, RECOMPUTE, FusionStep, fusion_steps, saved_bytes
+from tir_passes.contracts.layout_record import layout_decisions
+from tir_passes.contracts.tile_contract import ContractError
+from tir_passes.infra.pass_util import root_block, static_int, top_level_statements
+
+
+def record_problems(func: tirx.PrimFunc) -> list[str]:
+    try:
+        steps, layouts = fusion_steps(func), layout_decisions(func)
+    except ContractError as err:
+        return [str(err)]
+    nests = {block.name_hint: index for index, stmt in enumerate(top_level_statements(func))
+             for block in blocks_under(stmt)}
+    allocated = {buf.name: buf for buf in root_block(func).alloc_buffers}
+    problems = [f"fusion step {index} ({step.action} {', '.join(step.blocks)}): {problem}"
+                for index, step in enumerate(steps) for problem in _step_problems(func, step, nests, allocated)]
+    for decision in layouts:
+        buf = allocated.get(decision.buffer)
+        if buf is None:
+            problems.append(f"layout decision for {decision.buffer}: no root allocation has that name")
+        elif decision.permutation is not None:
+            shape = tuple(static_int(dim) for dim in buf.shape)
+            expected = tuple(decision.old_shape[p] for p in decision.permutation)
+            if shape != expected:
+                problems.append(f"layout decision for {decision.buffer}: its shape is {shape}, not the old shape "
+                                f"{decision.old_shape} permuted by {decision.permutation} = {expected}")
+    return problems
+
+
+def _missing(names, nests: dict[str, int]) -> list[str]:
+    return [f"names block {name}, which does not exist" for name in names if name not in nests]
+
+
+def _step_problems(func, step: FusionStep, nests: dict[str, int], allocated: dict) -> list[str]:
+    if not step.taken:
+        return _missing((*step.blocks, *step.into), nests)
+    if step.action == INLINE:
+        return [f"block {name} was inlined but still exists" for name in step.blocks if name in nests]
+    if step.action == RECOMPUTE:
+        return _missing((*step.blocks, *step.copies), nests) + _copy_problems(func, step, allocated)
+    problems = _missing((*step.blocks, *step.into), nests)
+    if problems:
+        return problems
+    joined = sorted({nests[name] for name in (*step.blocks, *step.into)})
+    if len(joined) > 1:
+        problems.append(f"{', '.join((*step.blocks, *step.into))} are in nests {joined}, not one nest")
+    kept = [allocated.get(name) for name in step.buffers]
+    if None in kept:
+        problems.append(f"keeps {', '.join(step.buffers)} in registers, but not all are root allocations")
+    elif saved_bytes(*kept) != step.bytes_saved:
+        problems.append(f"says it saves {step.bytes_saved} bytes; the write and read of {', '.join(step.buffers)} "
+                        f"are {saved_bytes(*kept)}")
+    return problems
+
+
+def _copy_problems(func, step: FusionStep, allocated: dict) -> list[str]:
+    """Each copy writes a root allocation of its own."""
+    written = {block.name_hint: [buf.name for buf in written_buffers(block)]
+               for block in blocks_under(root_block(func).body)}
+    problems = []
+    targets = [written.get(copy, []) for copy in step.copies]
+    for copy, target in zip(step.copies, targets):
+        if len(target) != 1 or target[0] not in allocated or target[0] in step.buffers:
+            problems.append(f"copy {copy} must write one intermediate of its own, not {target}")
+    if len({tuple(t) for t in targets}) != len(targets):
+        problems.append(f"copies {', '.join(step.copies)} write the same buffer")
+    return problems
