@@ -38,12 +38,35 @@ from lowering.rules.kernel_scope import TILE_ARITHMETIC, KernelScope, build_scop
 from lowering.rewrites.param_reads import with_reads
 from lowering.rules.scans import ScanState
 from lowering.rules.param_shapes import shape_entry
-from lowering.tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg, Scalar,
-                      ScalarArg, ScratchBuffer, SelectCombine, Store, TileKernel, TileProgram)
+from lowering.tile_ir import (
+    Assign,
+    Barrier,
+    Binary,
+    BufferArg,
+    Comment,
+    Const,
+    Expr,
+    Load,
+    Loop,
+    ParamSpec,
+    Reg,
+    Scalar,
+    ScalarArg,
+    ScratchBuffer,
+    SelectCombine,
+    Store,
+    TileKernel,
+    TileProgram,
+)
 
 
-def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes: tuple[str, ...] = (),
-                  float32_matmul_precision: str = HIGHEST) -> TileProgram:
+def lower_program(
+    func: tirx.PrimFunc,
+    name: str,
+    source_hash: str = "",
+    passes: tuple[str, ...] = (),
+    float32_matmul_precision: str = HIGHEST,
+) -> TileProgram:
     params = tuple(_param_spec(func, p) for p in func.params)
     shape_vars = _shape_var_names(func)
     statements = top_level_statements(func)
@@ -54,14 +77,27 @@ def lower_program(func: tirx.PrimFunc, name: str, source_hash: str = "", passes:
     scalars = {p.name: p for p in func.params if not tirx.is_buffer_var(p)}
     kernels, combines = [], []
     for index, (stmt, record) in enumerate(zip(statements, records)):
-        lowering = KernelLowering(func, f"{python_name(name)}_kernel{index}", globals_, record, scalars,
-                                  shape_vars, float32_matmul_precision)
+        lowering = KernelLowering(
+            func, f"{python_name(name)}_kernel{index}", globals_, record, scalars, shape_vars, float32_matmul_precision
+        )
         kernels.append(lowering.lower(stmt))
         combines += [c for c in lowering.combines if c not in combines]
-    scratch = tuple(ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs)
+    scratch = tuple(
+        ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs
+    )
     params = with_reads(params, func, tuple(kernels))
-    return TileProgram(python_name(name), params, tuple(shape_vars), scratch, tuple(kernels), source_hash, passes,
-                       tuple(combines), deterministic_promise(func), float32_matmul_precision)
+    return TileProgram(
+        python_name(name),
+        params,
+        tuple(shape_vars),
+        scratch,
+        tuple(kernels),
+        source_hash,
+        passes,
+        tuple(combines),
+        deterministic_promise(func),
+        float32_matmul_precision,
+    )
 
 
 def _needs_memory(buffer: str, statements, records: list[KernelTile]) -> bool:
@@ -123,8 +159,8 @@ BODY_STATEMENTS: dict[type, "StatementRule"] = {}
 
 @dataclass(frozen=True)
 class StatementRule:
-    lower: Callable        # (KernelLowering, stmt[, guards]) -> None
-    text: str              # what users write, for the capability check's messages and docs ("": implied)
+    lower: Callable  # (KernelLowering, stmt[, guards]) -> None
+    text: str  # what users write, for the capability check's messages and docs ("": implied)
 
 
 def statement_rule(table: dict, node_type: type, text: str):
@@ -132,6 +168,7 @@ def statement_rule(table: dict, node_type: type, text: str):
         assert node_type not in table, f"two rules for {node_type.__name__}"
         table[node_type] = StatementRule(method, text)
         return method
+
     return register
 
 
@@ -142,19 +179,27 @@ def statements_text(table: dict) -> str:
 class KernelLowering:
     """Lowers one kernel: holds its scope, the statements emitted so far and its registers."""
 
-    def __init__(self, func, name, global_buffers, record: KernelTile, scalar_params, shape_vars,
-                 float32_matmul_precision: str = HIGHEST):
+    def __init__(
+        self,
+        func,
+        name,
+        global_buffers,
+        record: KernelTile,
+        scalar_params,
+        shape_vars,
+        float32_matmul_precision: str = HIGHEST,
+    ):
         self.func = func
         self.float32_matmul_precision = float32_matmul_precision
         self.name = name
         self.global_buffers = {b.name: b for b in global_buffers}
         self.record = record
-        self.pending_sync = False   # a store to a spilled buffer since the last barrier
+        self.pending_sync = False  # a store to a spilled buffer since the last barrier
         self.scalar_params = scalar_params
         self.shape_vars = set(shape_vars)
         self.used_buffers: list[str] = []
         self.used_scalars: list[str] = []
-        self.registers: dict[tuple, Reg] = {}   # (buffer, lowered indices) -> register value
+        self.registers: dict[tuple, Reg] = {}  # (buffer, lowered indices) -> register value
         self.emitted: list[list] = [[]]
         self.block_names: list[str] = []
         self.block_env: dict[int, Expr] = {}
@@ -163,10 +208,10 @@ class KernelLowering:
         self.scope: KernelScope | None = None
         self.reductions = reductions.ReductionState()
         self.scans = ScanState()
-        self.combines: list[SelectCombine] = []   # generated functions this kernel calls, first use first
+        self.combines: list[SelectCombine] = []  # generated functions this kernel calls, first use first
         self.counter = 0
-        self.realize = None     # the block being lowered
-        self.interior = None    # in a window's interior tiles: condition -> its value there (True/False/None)
+        self.realize = None  # the block being lowered
+        self.interior = None  # in a window's interior tiles: condition -> its value there (True/False/None)
 
     # --- the walk ----------------------------------------------------------------------
     def lower(self, stmt: tirx.Stmt) -> TileKernel:
@@ -177,7 +222,10 @@ class KernelLowering:
         return TileKernel(
             name=self.name,
             source_blocks=tuple(self.block_names),
-            buffers=tuple(BufferArg(n, str(self.global_buffers[n].dtype), len(self.global_buffers[n].shape)) for n in self._ordered_buffers()),
+            buffers=tuple(
+                BufferArg(n, str(self.global_buffers[n].dtype), len(self.global_buffers[n].shape))
+                for n in self._ordered_buffers()
+            ),
             scalars=tuple(ScalarArg(n, self._scalar_dtype(n)) for n in self.used_scalars),
             dims=tuple(self.scope.dims),
             grid=tuple(self.scope.grid),
@@ -217,9 +265,11 @@ class KernelLowering:
     def lower_stmt(self, stmt) -> None:
         rule = KERNEL_STATEMENTS.get(type(stmt))
         if rule is None:
-            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: statement {type(stmt).__name__} "
-                                            f"`{str(stmt).strip()[:80]}` has no Triton mapping here (supported around "
-                                            f"blocks: {statements_text(KERNEL_STATEMENTS)})")
+            raise UnsupportedConstructError(
+                f"{source_line(stmt) or self.location}: statement {type(stmt).__name__} "
+                f"`{str(stmt).strip()[:80]}` has no Triton mapping here (supported around "
+                f"blocks: {statements_text(KERNEL_STATEMENTS)})"
+            )
         rule.lower(self, stmt)
 
     @statement_rule(KERNEL_STATEMENTS, tirx.SeqStmt, "")
@@ -231,8 +281,10 @@ class KernelLowering:
     @statement_rule(KERNEL_STATEMENTS, tirx.For, "for loops of known extent")
     def _lower_for(self, loop: tirx.For) -> None:
         if loop.kind == tirx.ForKind.THREAD_BINDING:
-            raise UnsupportedConstructError(f"{source_line(loop) or self.location}: loop {loop.loop_var.name} is bound "
-                                            "to a GPU thread; the Triton path expects a Tiling-annotated nest, not a CUDA schedule")
+            raise UnsupportedConstructError(
+                f"{source_line(loop) or self.location}: loop {loop.loop_var.name} is bound "
+                "to a GPU thread; the Triton path expects a Tiling-annotated nest, not a CUDA schedule"
+            )
         plan = self.scope.plan(loop)
         if plan.kind == "tile":
             self.lower_stmt(loop.body)
@@ -244,7 +296,7 @@ class KernelLowering:
         start = (plan.first or Const(0, "int32")) if plan.partner_of else self.lower_scalar(loop.min)
         stop = plan.count if plan.partner_of else fold_binary("+", start, plan.count, "int32", ())
         segments = [(start, stop, None)]
-        if plan.first is not None:   # a windowed walk: its bounds named, as the TileWindow says them
+        if plan.first is not None:  # a windowed walk: its bounds named, as the TileWindow says them
             first, last = window_names(plan.name)
             start = start if isinstance(start, Const) else self._named_bound(first, start)
             stop = self._named_bound(last, stop)
@@ -276,9 +328,16 @@ class KernelLowering:
         rows, cols = self.scope.dim(window.rows), self.scope.dim(plan.partner_of)
         if inner is None or rows_outer is None or rows is None or cols is None:
             return [(start, stop, None)]
-        first, last = interior_range(window, Scalar(rows_outer.name, "int32"), Scalar(rows.block, "int32"),
-                                     Scalar(cols.block, "int32"), start, stop, TILE_ARITHMETIC,
-                                     name_first=lambda value: self._named_bound(f"{plan.name}_inside", value))
+        first, last = interior_range(
+            window,
+            Scalar(rows_outer.name, "int32"),
+            Scalar(rows.block, "int32"),
+            Scalar(cols.block, "int32"),
+            start,
+            stop,
+            TILE_ARITHMETIC,
+            name_first=lambda value: self._named_bound(f"{plan.name}_inside", value),
+        )
         if window.high is not None:
             last = self._named_bound(f"{plan.name}_past", last)
         walk = WalkedAxis(loop, inner.loop, cols.default)
@@ -308,8 +367,10 @@ class KernelLowering:
     def _lower_realize(self, realize: s_tir.SBlockRealize) -> None:
         block = realize.block
         if block.alloc_buffers or block.match_buffers:
-            raise UnsupportedConstructError(f"{self.location}: block '{block.name_hint}' allocates or matches buffers; "
-                                            "only the root block may allocate")
+            raise UnsupportedConstructError(
+                f"{self.location}: block '{block.name_hint}' allocates or matches buffers; "
+                "only the root block may allocate"
+            )
         self.block_names.append(block.name_hint)
         self.location = self._block_location(block)
         self.emit(Comment(f"block {block.name_hint}" + (f" ({self.location})" if ":" in self.location else "")))
@@ -320,15 +381,19 @@ class KernelLowering:
                 self.reductions.lower_block(self, realize)
             else:
                 if block.init is not None:
-                    raise UnsupportedConstructError(f"{self.location}: block '{block.name_hint}' has T.init but no reduction axis")
+                    raise UnsupportedConstructError(
+                        f"{self.location}: block '{block.name_hint}' has T.init but no reduction axis"
+                    )
                 self.lower_body(block.body)
 
     @statement_rule(BODY_STATEMENTS, tirx.Evaluate, "T.assume")
     @statement_rule(KERNEL_STATEMENTS, tirx.Evaluate, "T.assume")
     def _lower_evaluate(self, stmt: tirx.Evaluate, guards: tuple = ()) -> None:
         if not is_assumption(stmt):  # support.py names what else an Evaluate may be
-            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: `{str(stmt).strip()[:80]}` "
-                                            "evaluates a value for no effect; it has no Triton mapping")
+            raise UnsupportedConstructError(
+                f"{source_line(stmt) or self.location}: `{str(stmt).strip()[:80]}` "
+                "evaluates a value for no effect; it has no Triton mapping"
+            )
         # a fact for the bounds proofs (accesses.py), no run-time effect
 
     def _block_location(self, block) -> str:
@@ -345,8 +410,10 @@ class KernelLowering:
         saved = (self.block_env, self.conditions, self.location, self.realize)
         self.location = self._block_location(realize.block)
         self.realize = realize
-        self.block_env = {iv.var.__chandle__(): lower_expr(self, value)
-                          for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+        self.block_env = {
+            iv.var.__chandle__(): lower_expr(self, value)
+            for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+        }
         self.conditions = self.block_conditions(realize)
         try:
             with self.scope.analyzer.constraint_scope(realize.predicate):
@@ -360,8 +427,14 @@ class KernelLowering:
             if dim.even:
                 continue
             # several loops may share one axis (whole-row tiles of sub-nests): the block's own counts
-            plan = next((p for p in self.scope.plans.values() if p.kind == "tile" and p.name == dim.name
-                         and self._block_uses_loop(realize, p.loop)), None)
+            plan = next(
+                (
+                    p
+                    for p in self.scope.plans.values()
+                    if p.kind == "tile" and p.name == dim.name and self._block_uses_loop(realize, p.loop)
+                ),
+                None,
+            )
             if plan is not None:
                 conditions.append(self._tail_condition(plan, dim))
         for cond in conjuncts(realize.predicate):
@@ -388,9 +461,11 @@ class KernelLowering:
         if rule is None and isinstance(stmt, s_tir.SBlockRealize):
             raise UnsupportedConstructError(f"{self.location}: nested blocks are not supported")
         if rule is None:
-            raise UnsupportedConstructError(f"{source_line(stmt) or self.location}: statement {type(stmt).__name__} "
-                                            f"`{str(stmt).strip()[:80]}` has no Triton mapping in a block's body "
-                                            f"(supported: {statements_text(BODY_STATEMENTS)})")
+            raise UnsupportedConstructError(
+                f"{source_line(stmt) or self.location}: statement {type(stmt).__name__} "
+                f"`{str(stmt).strip()[:80]}` has no Triton mapping in a block's body "
+                f"(supported: {statements_text(BODY_STATEMENTS)})"
+            )
         rule.lower(self, stmt, guards)
 
     @statement_rule(BODY_STATEMENTS, tirx.SeqStmt, "")
@@ -417,7 +492,6 @@ class KernelLowering:
     def _body_for(self, stmt: tirx.For, guards: tuple) -> None:
         self._lower_for(stmt)
 
-
     # --- ExprContext ----------------------------------------------------------------------
     def where(self) -> str:
         return self.location
@@ -443,7 +517,9 @@ class KernelLowering:
             if var.name not in self.used_scalars:
                 self.used_scalars.append(var.name)
             return Scalar(var.name, str(var.ty.dtype))
-        raise UnsupportedConstructError(f"{self.location}: variable {var.name} is not a loop, block or parameter variable")
+        raise UnsupportedConstructError(
+            f"{self.location}: variable {var.name} is not a loop, block or parameter variable"
+        )
 
     def lower_scalar(self, expr) -> Expr:
         if isinstance(expr, int):  # annotation values arrive as Python ints
@@ -456,8 +532,16 @@ class KernelLowering:
     def access_conditions(self, buf, indices_tir, dims, guards) -> AccessMask:
         conditions = self.conditions + [Condition(g, lower_expr(self, g)) for g in guards]
         access = f"{self.location}: {buf.name}[{', '.join(map(str, indices_tir))}]"
-        return plan_mask(access, conditions, dims, indices_tir, buf.shape, self.scope.analyzer, self.func,
-                         lambda cond: lower_expr(self, cond, guards))
+        return plan_mask(
+            access,
+            conditions,
+            dims,
+            indices_tir,
+            buf.shape,
+            self.scope.analyzer,
+            self.func,
+            lambda cond: lower_expr(self, cond, guards),
+        )
 
     def load(self, load: tvm.ir.TensorLoad, guards: tuple) -> Expr:
         buf = load.source
@@ -466,11 +550,17 @@ class KernelLowering:
         if register is not None:
             return register
         if buf.name in self.record.registers and any(key[0] == buf.name for key in self.registers):
-            raise ContractError(self.location, f"{buf.name} is held in registers, but this read "
-                                f"[{', '.join(map(str, load.indices))}] is not the element its write produced")
+            raise ContractError(
+                self.location,
+                f"{buf.name} is held in registers, but this read "
+                f"[{', '.join(map(str, load.indices))}] is not the element its write produced",
+            )
         if buf.name not in self.global_buffers:
-            raise ContractError(self.location, f"{buf.name} lives only in registers of the kernel that writes it, "
-                                "but this kernel reads it before any write")
+            raise ContractError(
+                self.location,
+                f"{buf.name} lives only in registers of the kernel that writes it, "
+                "but this kernel reads it before any write",
+            )
         check_dtype(str(buf.dtype), f"buffer {buf.name}", self.location)
         self._use_buffer(buf.name)
         dims = self.merge_dims(*(i.dims for i in indices))
@@ -497,8 +587,10 @@ class KernelLowering:
         dims = self.merge_dims(*(i.dims for i in indices))
         if not set(value.dims) <= set(dims):
             extra = ", ".join(d for d in value.dims if d not in dims)
-            raise UnsupportedConstructError(f"{self.location}: the value stored to {buf.name} varies along tile axes "
-                                            f"({extra}) that its index does not; is a reduction axis marked spatial?")
+            raise UnsupportedConstructError(
+                f"{self.location}: the value stored to {buf.name} varies along tile axes "
+                f"({extra}) that its index does not; is a reduction axis marked spatial?"
+            )
         value = value if value.dtype == str(buf.dtype) else cast(value, str(buf.dtype))
         if buf.name in self.record.registers:
             if guards:
@@ -514,7 +606,9 @@ class KernelLowering:
         chosen = self.access_conditions(buf, list(store.indices), dims, guards)
         outside = [c for c in chosen.conditions if not set(c.dims) <= set(dims)]
         if outside:
-            raise UnsupportedConstructError(f"{self.location}: the store to {buf.name} is guarded by `{outside[0].tir}`, "
-                                            "which varies along axes its index does not")
+            raise UnsupportedConstructError(
+                f"{self.location}: the store to {buf.name} is guarded by `{outside[0].tir}`, "
+                "which varies along axes its index does not"
+            )
         self.emit(Store(buf.name, offset, value, tuple(c.tile for c in chosen.conditions), chosen.checks))
         self.pending_sync = self.pending_sync or buf.name in self.record.spilled

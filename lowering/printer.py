@@ -3,8 +3,28 @@
 from __future__ import annotations
 
 from lowering.rules.param_shapes import entry_text
-from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Load, Loop, Reduce,
-                      Reg, Scalar, Scan, SelectCombine, Store, TileProgram, Unary, Where)
+from lowering.tile_ir import (
+    Arange,
+    Assign,
+    Barrier,
+    Binary,
+    Cast,
+    CombineAssign,
+    Comment,
+    Const,
+    Dot,
+    Load,
+    Loop,
+    Reduce,
+    Reg,
+    Scalar,
+    Scan,
+    SelectCombine,
+    Store,
+    TileProgram,
+    Unary,
+    Where,
+)
 
 
 def format_expr(expr) -> str:
@@ -43,8 +63,10 @@ def _format_stmt(stmt, indent: str, lines: list[str]) -> None:
         lines.append(f"{indent}{stmt.name}: {stmt.dtype}<{','.join(stmt.dims)}> = {format_expr(stmt.value)}")
     elif isinstance(stmt, CombineAssign):
         state, update = (", ".join(format_expr(v) for v in values) for values in (stmt.state, stmt.update))
-        lines.append(f"{indent}{', '.join(stmt.names)}: ({', '.join(stmt.dtypes)})<{','.join(stmt.dims)}> = "
-                     f"{stmt.combine.name}(({state}), ({update}))")
+        lines.append(
+            f"{indent}{', '.join(stmt.names)}: ({', '.join(stmt.dtypes)})<{','.join(stmt.dims)}> = "
+            f"{stmt.combine.name}(({state}), ({update}))"
+        )
     elif isinstance(stmt, Store):
         mask = " if " + " & ".join(format_expr(m) for m in stmt.mask) if stmt.mask else ""
         lines.append(f"{indent}{stmt.buffer}[{format_expr(stmt.offset)}] = {format_expr(stmt.value)}{mask}")
@@ -64,23 +86,34 @@ def _combine_text(combine: SelectCombine) -> str:
     payloads = ", ".join(combine.payload_dtypes) or "none"
     better = "larger" if combine.kind == "max" else "smaller"
     tie = "smaller" if combine.tie == "first" else "larger"
-    return (f"  combine {combine.name}: (key {combine.key_dtype}; payloads {payloads}; position {combine.position_dtype})"
-            f" the {better} key wins, of equal keys the {tie} position")
+    return (
+        f"  combine {combine.name}: (key {combine.key_dtype}; payloads {payloads}; position {combine.position_dtype})"
+        f" the {better} key wins, of equal keys the {tie} position"
+    )
 
 
 def format_program(program: TileProgram) -> str:
-    lines = [f"program {program.name}  (source hash {program.source_hash})",
-             "  params: " + ", ".join(_param_text(p) for p in program.params)]
+    lines = [
+        f"program {program.name}  (source hash {program.source_hash})",
+        "  params: " + ", ".join(_param_text(p) for p in program.params),
+    ]
     for scratch in program.scratch:
         lines.append(f"  scratch {scratch.name}: {scratch.dtype}[{', '.join(format_expr(d) for d in scratch.shape)}]")
     lines += [_combine_text(combine) for combine in program.combines]
     for kernel in program.kernels:
-        lines.append(f"kernel {kernel.name}  (blocks {', '.join(kernel.source_blocks)}; warps {kernel.num_warps}, stages {kernel.num_stages})")
-        lines.append("  grid: " + (" x ".join(f"{a.var}[{format_expr(a.count)}]" for a in kernel.grid) or "1")
-                     + (f"  grouped by {kernel.group_m}" if kernel.group_m else ""))
+        lines.append(
+            f"kernel {kernel.name}  (blocks {', '.join(kernel.source_blocks)}; warps {kernel.num_warps}, stages {kernel.num_stages})"  # noqa: E501
+        )
+        lines.append(
+            "  grid: "
+            + (" x ".join(f"{a.var}[{format_expr(a.count)}]" for a in kernel.grid) or "1")
+            + (f"  grouped by {kernel.group_m}" if kernel.group_m else "")
+        )
         for dim in kernel.dims:
             extent = format_expr(dim.extent) if dim.extent is not None else "?"
-            lines.append(f"  axis {dim.name}: {dim.block}={dim.default} over extent {extent}{' (no tail)' if dim.even else ''}")
+            lines.append(
+                f"  axis {dim.name}: {dim.block}={dim.default} over extent {extent}{' (no tail)' if dim.even else ''}"
+            )
         for stmt in kernel.body:
             _format_stmt(stmt, "  ", lines)
     return "\n".join(lines) + "\n"

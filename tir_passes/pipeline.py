@@ -47,7 +47,14 @@ from dataclasses import dataclass, field
 
 import tvm
 
-from tir_passes.errors import FrontendError, PassError, TirTritonError, UnsupportedConstructError, VerificationError, first_line
+from tir_passes.errors import (
+    FrontendError,
+    PassError,
+    TirTritonError,
+    UnsupportedConstructError,
+    VerificationError,
+    first_line,
+)
 from tir_passes.checks.input_checks import check_input, input_round_trip
 from tir_passes.infra.instrument import StageRecorder
 from tir_passes.checks.decision_plan import decision_plan
@@ -92,11 +99,11 @@ class StageRecord:
     verify_seconds: float = 0.0
     dump_path: str | None = None
     diff: str = ""
-    decisions: tuple[tuple[str, str], ...] = ()   # (root attr, value): the decision record it wrote
+    decisions: tuple[tuple[str, str], ...] = ()  # (root attr, value): the decision record it wrote
 
     @property
     def change(self) -> str:
-        """"yes", "no", or "decision" for a pass that changed nothing but its decision record."""
+        """ "yes", "no", or "decision" for a pass that changed nothing but its decision record."""
         return "yes" if self.changed else "decision" if self.decisions else "no"
 
     def summary(self) -> str:
@@ -114,7 +121,7 @@ class PipelineResult:
     module: tvm.IRModule
     stages: list[StageRecord]
     input_module: tvm.IRModule
-    numerics: NumericsPlan | None = None   # where the numerics ran (full or reduced sizes), when they did
+    numerics: NumericsPlan | None = None  # where the numerics ran (full or reduced sizes), when they did
     notes: list[str] = field(default_factory=list)  # about the input, e.g. TVM's printer does not round trip it
 
     def table(self, timings: bool = True) -> str:
@@ -145,15 +152,15 @@ class RoundTripBaseline:
         problem = input_round_trip(mod)
         if problem is None:
             return cls("exact")
-        blame = ("TVM's printer, not a pass: the input itself does not survive print and re-parse "
-                 f"({problem})")
+        blame = f"TVM's printer, not a pass: the input itself does not survive print and re-parse ({problem})"
         if problem.startswith("the printed TVMScript does not parse"):
             return cls("skipped", f"{blame}; the round-trip check is skipped")
         return cls("relative", f"{blame}; each stage's dump is compared with the pass applied to the previous dump")
 
 
-def select_passes(passes: Sequence[tvm.transform.Pass], disable: Sequence[str] = (),
-                  stop_after: str | None = None) -> list[tvm.transform.Pass]:
+def select_passes(
+    passes: Sequence[tvm.transform.Pass], disable: Sequence[str] = (), stop_after: str | None = None
+) -> list[tvm.transform.Pass]:
     names = pass_names(passes)
     for name in list(disable) + ([stop_after] if stop_after else []):
         if name not in names:
@@ -175,12 +182,18 @@ def passes_after(passes: Sequence[tvm.transform.Pass], stage: str) -> list[tvm.t
         return list(passes)
     if stage not in names:
         raise FrontendError(f"the dump is of pass {stage}, which is not in the pipeline (passes: {', '.join(names)})")
-    return list(passes[names.index(stage) + 1:])
+    return list(passes[names.index(stage) + 1 :])
 
 
-def run_pipeline(mod: tvm.IRModule, passes: Sequence[tvm.transform.Pass] | None = None, *,
-                 dump_dir: str | None = None, checks: Sequence[str] = (), disable: Sequence[str] = (),
-                 stop_after: str | None = None) -> PipelineResult:
+def run_pipeline(
+    mod: tvm.IRModule,
+    passes: Sequence[tvm.transform.Pass] | None = None,
+    *,
+    dump_dir: str | None = None,
+    checks: Sequence[str] = (),
+    disable: Sequence[str] = (),
+    stop_after: str | None = None,
+) -> PipelineResult:
     """Run `passes` (default: default_pipeline()) on `mod`, verifying `checks` after each pass."""
     unknown = [c for c in checks if c not in CHECKS]
     if unknown:
@@ -207,8 +220,15 @@ def run_pipeline(mod: tvm.IRModule, passes: Sequence[tvm.transform.Pass] | None 
         with tvm.transform.PassContext(opt_level=3, instruments=[recorder]):
             mod = _apply(pass_, before, dump_dir, input_mod, len(records) + 1)
         observed = recorder.stages[-1]
-        record = StageRecord(observed.index, observed.name, observed.changed, observed.seconds,
-                             dump_path=observed.dump_path, diff=observed.diff, decisions=observed.decisions)
+        record = StageRecord(
+            observed.index,
+            observed.name,
+            observed.changed,
+            observed.seconds,
+            dump_path=observed.dump_path,
+            diff=observed.diff,
+            decisions=observed.decisions,
+        )
         records.append(record)
         _verify_stage(record, pass_, before, mod, fingerprint, now, reference, baseline, dump_dir, input_mod)
     if numerics is not None and numerics.reduced:
@@ -219,8 +239,9 @@ def run_pipeline(mod: tvm.IRModule, passes: Sequence[tvm.transform.Pass] | None 
     return result
 
 
-def _verify_reduced_numerics(numerics: NumericsPlan, chosen, records: list[StageRecord], dump_dir,
-                             full_module: tvm.IRModule) -> None:
+def _verify_reduced_numerics(
+    numerics: NumericsPlan, chosen, records: list[StageRecord], dump_dir, full_module: tvm.IRModule
+) -> None:
     """The same passes on the shape-reduced copy, each stage against the copy's reference; first a
     copy whose decisions are the full-size program's (checks/decision_plan.py), so the kernel that
     ships is the kind of kernel checked."""
@@ -232,10 +253,12 @@ def _verify_reduced_numerics(numerics: NumericsPlan, chosen, records: list[Stage
         record.verify_seconds += time.perf_counter() - started
         record.checks["numerics"] = "FAILED" if problems else "ok"
         if problems:
-            artifacts = write_failure_artifacts(dump_dir, record.index, record.name, "numerics", numerics.input_module,
-                                                before, after)
-            raise VerificationError(record.name, "numerics", f"(at {numerics.describe()})\n" + "\n".join(problems[:10]),
-                                    artifacts)
+            artifacts = write_failure_artifacts(
+                dump_dir, record.index, record.name, "numerics", numerics.input_module, before, after
+            )
+            raise VerificationError(
+                record.name, "numerics", f"(at {numerics.describe()})\n" + "\n".join(problems[:10]), artifacts
+            )
         before = after
     numerics.final_module = before
 
@@ -266,7 +289,7 @@ def _copy_deciding_as(numerics: NumericsPlan, chosen, dump_dir, full_plan) -> li
             return None
         try:
             stages = _copy_stages(tvm.IRModule({"main": func}), chosen, dump_dir)
-        except TirTritonError:   # a pass refuses this size: a candidate less, not the user's problem
+        except TirTritonError:  # a pass refuses this size: a candidate less, not the user's problem
             return None
         return (copy, stages) if not full_plan.differences(decision_plan(stages[-1]["main"])) else None
 
@@ -275,12 +298,16 @@ def _copy_deciding_as(numerics: NumericsPlan, chosen, dump_dir, full_plan) -> li
         if found is None:
             continue
         copy, stages = found
-        numerics.switch_to(copy, f"it decides as the full-size program does; the smallest copy did not "
-                                 f"({differences[0]})")
+        numerics.switch_to(
+            copy, f"it decides as the full-size program does; the smallest copy did not ({differences[0]})"
+        )
         return stages
-    numerics.plan_note = ("it DECIDES DIFFERENTLY from the full-size program (" + "; ".join(differences[:3]) +
-                          "), and no copy up to the size limit decides as it does: the check does not cover the "
-                          "full-size decisions")
+    numerics.plan_note = (
+        "it DECIDES DIFFERENTLY from the full-size program ("
+        + "; ".join(differences[:3])
+        + "), and no copy up to the size limit decides as it does: the check does not cover the "
+        "full-size decisions"
+    )
     warnings.warn(f"numerics at {numerics.describe()}", stacklevel=3)
     return first
 
@@ -295,7 +322,8 @@ def _numerics_plan(mod: tvm.IRModule) -> NumericsPlan:
     except Exception as err:  # noqa: BLE001 - TVM's own build refused the user's program
         raise UnsupportedConstructError(
             f"TVM's llvm build of the input fails, so the numerics check has no reference to compare the stages "
-            f"with: {type(err).__name__}: {first_line(err)}") from None
+            f"with: {type(err).__name__}: {first_line(err)}"
+        ) from None
 
 
 def _apply(pass_: tvm.transform.Pass, mod: tvm.IRModule, dump_dir, input_mod, index: int) -> tvm.IRModule:
@@ -346,8 +374,11 @@ def _verify_stage(record, pass_, before, after, fingerprint, checks, reference, 
 
 def write_failure_artifacts(dump_dir, index: int, pass_name: str, check: str, input_mod, before, after=None) -> str:
     """input.py, before.py, after.py (not when the pass raised) and reproduce.py, in a new folder."""
-    folder = os.path.join(dump_dir, f"failure_{index:02d}_{pass_name}") if dump_dir \
+    folder = (
+        os.path.join(dump_dir, f"failure_{index:02d}_{pass_name}")
+        if dump_dir
         else tempfile.mkdtemp(prefix=f"tir-triton-failure-{pass_name}-")
+    )
     os.makedirs(folder, exist_ok=True)
     for name, mod in (("input", input_mod), ("before", before), ("after", after)):
         if mod is not None:

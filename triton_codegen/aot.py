@@ -46,7 +46,9 @@ class AotCompileError(RuntimeError):
     """Triton refused to compile a generated kernel for a GPU architecture."""
 
 
-def kernel_signature(kernel: TileKernel, config: dict[str, int], plan: DescriptorPlan | None = None) -> tuple[dict, dict]:
+def kernel_signature(
+    kernel: TileKernel, config: dict[str, int], plan: DescriptorPlan | None = None
+) -> tuple[dict, dict]:
     """The pointer kernel's signature, or with a plan its `_tma` variant's (descriptors typed
     `tensordesc<fp16[128, 64]>` with the config's block sizes, as Triton types a launch's)."""
     signature, constexprs = {}, {}
@@ -69,7 +71,9 @@ def kernel_signature(kernel: TileKernel, config: dict[str, int], plan: Descripto
     return signature, constexprs
 
 
-def specialized_signature(kernel: TileKernel, config: dict[str, int], values: dict[str, int]) -> tuple[dict, dict, list]:
+def specialized_signature(
+    kernel: TileKernel, config: dict[str, int], values: dict[str, int]
+) -> tuple[dict, dict, list]:
     """The signature a launch with these integer arguments compiles (strides, sizes by name), as
     Triton specializes it: an integer equal to 1 becomes a constant, multiples of 16 and pointers
     (torch allocations are 256-byte aligned) are marked divisible by 16. Returns (signature,
@@ -93,11 +97,18 @@ def _compile_here(request: dict) -> dict:
 
     module = import_module(request["path"], interpret=False)
     attrs = {(index,): [["tt.divisibility", 16]] for index in request.get("divisible", ())}
-    source = triton.compiler.ASTSource(fn=getattr(module, request["kernel"]), signature=request["signature"],
-                                       constexprs=request["constexprs"], attrs=attrs)
+    source = triton.compiler.ASTSource(
+        fn=getattr(module, request["kernel"]),
+        signature=request["signature"],
+        constexprs=request["constexprs"],
+        attrs=attrs,
+    )
     compiled = triton.compile(source, target=GPUTarget("cuda", request["arch"], 32), options=request["options"])
-    reply = {"ok": True, "shared": getattr(compiled.metadata, "shared", None),
-             "tma_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor")}
+    reply = {
+        "ok": True,
+        "shared": getattr(compiled.metadata, "shared", None),
+        "tma_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),
+    }
     if request.get("resources"):
         reply.update(_cubin_resources(compiled.asm["cubin"]))
     return reply
@@ -131,8 +142,13 @@ class _Worker:
             env = compiled_mode_environment()
             root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-            cls.process = subprocess.Popen([sys.executable, "-m", "triton_codegen.aot"], stdin=subprocess.PIPE,
-                                           stdout=subprocess.PIPE, text=True, env=env)
+            cls.process = subprocess.Popen(
+                [sys.executable, "-m", "triton_codegen.aot"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
         cls.process.stdin.write(json.dumps(request) + "\n")
         cls.process.stdin.flush()
         line = cls.process.stdout.readline()
@@ -141,8 +157,14 @@ class _Worker:
         return json.loads(line)
 
 
-def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str, int], arch: int,
-                          values: dict[str, int] | None = None, plan: DescriptorPlan | None = None) -> AotResult:
+def compile_ahead_of_time(
+    module_file: str,
+    kernel: TileKernel,
+    config: dict[str, int],
+    arch: int,
+    values: dict[str, int] | None = None,
+    plan: DescriptorPlan | None = None,
+) -> AotResult:
     """Compile one kernel at one config for sm_`arch`, or with a plan its `_tma` variant
     (descriptors.plan_descriptors). With `values` (the launch's integer arguments by name) the
     pointer kernel is specialized as that launch would be, and the result has the registers and
@@ -154,9 +176,16 @@ def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str
     else:
         raise ValueError("a specialized compile (values) is of the pointer kernel only")
     name = plan.variant if plan else kernel.name
-    request = {"path": module_file, "kernel": name, "signature": signature, "constexprs": constexprs,
-               "options": {"num_warps": config["num_warps"], "num_stages": config["num_stages"], "debug": kernel.debug},
-               "arch": arch, "divisible": divisible, "resources": values is not None}
+    request = {
+        "path": module_file,
+        "kernel": name,
+        "signature": signature,
+        "constexprs": constexprs,
+        "options": {"num_warps": config["num_warps"], "num_stages": config["num_stages"], "debug": kernel.debug},
+        "arch": arch,
+        "divisible": divisible,
+        "resources": values is not None,
+    }
     if triton_library_interpreted():
         reply = _Worker.ask(request)
     else:
@@ -167,8 +196,9 @@ def compile_ahead_of_time(module_file: str, kernel: TileKernel, config: dict[str
             reply = {"ok": False, "error": f"{type(err).__name__}: {err}"}
     if not reply["ok"]:
         raise AotCompileError(f"{name} does not compile for sm_{arch} with {config}:\n{reply['error']}")
-    return AotResult(name, arch, reply.get("shared"), reply.get("registers"), reply.get("spilled"),
-                     reply.get("tma_copies", 0))
+    return AotResult(
+        name, arch, reply.get("shared"), reply.get("registers"), reply.get("spilled"), reply.get("tma_copies", 0)
+    )
 
 
 def _serve() -> None:

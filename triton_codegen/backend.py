@@ -34,14 +34,14 @@ class Backend:
     name: str
     pipeline: Callable[[str], list]                       # gpu name -> the S-TIR passes to run
     check_supported: Callable[[object, str], None]        # (PrimFunc, name): raise before any pass runs
-    lower: Callable[..., object]                          # (PrimFunc, name, source_hash, passes, LowerOptions) -> program
-    emit: Callable[[object], str]                         # program -> the module's source
-    kernel_class: type                                    # (name, source, program, tir, pipeline_result) -> kernel
-    check_kernel: Callable[..., object]                   # (kernel, ReferenceRun) -> CheckReport, or None to skip
-    describe: Callable[[object], str]                     # program -> its text, for dumps and reports
-    expression_ops: frozenset[str]                        # the lowering's expression ops the emitter writes
-    deterministic: bool = False                           # pipeline(gpu, deterministic=True) keeps the promise
-    advise: Callable[..., tuple] = lambda program, func, spec: ()   # (program, final PrimFunc, GpuSpec) -> advice
+    lower: Callable[..., object]  # (PrimFunc, name, source_hash, passes, LowerOptions) -> program
+    emit: Callable[[object], str]  # program -> the module's source
+    kernel_class: type  # (name, source, program, tir, pipeline_result) -> kernel
+    check_kernel: Callable[..., object]  # (kernel, ReferenceRun) -> CheckReport, or None to skip
+    describe: Callable[[object], str]  # program -> its text, for dumps and reports
+    expression_ops: frozenset[str]  # the lowering's expression ops the emitter writes
+    deterministic: bool = False  # pipeline(gpu, deterministic=True) keeps the promise
+    advise: Callable[..., tuple] = lambda program, func, spec: ()  # (program, final PrimFunc, GpuSpec) -> advice
 
 
 def backend(name: str) -> Backend:

@@ -16,8 +16,12 @@ from triton_codegen.environment import default_fp_fusion
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="FILE.py[:FUNC]", help="a Python file with @T.prim_func functions or an @I.ir_module")
-    parser.add_argument("--gpu", default="H200", help="GPU model the tiling model sizes tiles for (A10G, A100, H100, H200)")
+    parser.add_argument(
+        "target", metavar="FILE.py[:FUNC]", help="a Python file with @T.prim_func functions or an @I.ir_module"
+    )
+    parser.add_argument(
+        "--gpu", default="H200", help="GPU model the tiling model sizes tiles for (A10G, A100, H100, H200)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     passes = commands.add_parser("passes", help="run the pass pipeline, dump and diff every stage, print a table")
     _add_target(passes)
     passes.add_argument("--dump-dir", required=True, help="folder for NN_<Pass>.py dumps and .diff files")
-    passes.add_argument("--verify", action="store_true", help="verify every stage (well-formed, round trip, purity, bounds, numerics)")
+    passes.add_argument(
+        "--verify", action="store_true", help="verify every stage (well-formed, round trip, purity, bounds, numerics)"
+    )
     passes.add_argument("--disable", action="append", default=[], metavar="PASS", help="skip a pass (repeatable)")
     passes.add_argument("--stop-after", metavar="PASS", help="stop after this pass")
     passes.add_argument("--quiet", action="store_true", help="print the table only, not the diffs")
@@ -36,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     diff = commands.add_parser("diff", help="print the diffs between stages of a dump folder")
     diff.add_argument("dump_dir")
-    diff.add_argument("stages", nargs="*", metavar="STAGE", help="two stages (number or pass name); default: every consecutive pair")
+    diff.add_argument(
+        "stages", nargs="*", metavar="STAGE", help="two stages (number or pass name); default: every consecutive pair"
+    )
 
     commands.add_parser("list-passes", help="list the default pipeline's passes in order")
 
@@ -45,49 +53,78 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("-o", "--out-dir", required=True)
     compile_.add_argument("--dump-dir", help="also write the stage dumps and the tile program here")
     compile_.add_argument("--no-verify", action="store_true", help="skip the per-pass verification")
-    compile_.add_argument("--check", action="store_true", help="run the kernel (Triton interpreter) against TVM's CPU build")
-    compile_.add_argument("--float32-matmul-precision", choices=("highest", "high", "medium"),
-                          help="how tl.dots with fp32 operands compute, as torch.set_float32_matmul_precision: "
-                               "highest = IEEE fp32, high = TF32, medium = bf16 operands (default: PyTorch's setting)")
-    compile_.add_argument("--allow-tf32", action="store_true",
-                          help="the old spelling of --float32-matmul-precision high")
-    compile_.add_argument("--backend", choices=sorted(REGISTERED), default="triton",
-                          help="gluon: a thread-bound schedule with shared staging to a Gluon module (GPU only)")
-    compile_.add_argument("--deterministic", action="store_true",
-                          help="pin every reduction order: the same bits for any batch, config and GPU schedule "
-                               "(docs/determinism.md)")
+    compile_.add_argument(
+        "--check", action="store_true", help="run the kernel (Triton interpreter) against TVM's CPU build"
+    )
+    compile_.add_argument(
+        "--float32-matmul-precision",
+        choices=("highest", "high", "medium"),
+        help="how tl.dots with fp32 operands compute, as torch.set_float32_matmul_precision: "
+        "highest = IEEE fp32, high = TF32, medium = bf16 operands (default: PyTorch's setting)",
+    )
+    compile_.add_argument(
+        "--allow-tf32", action="store_true", help="the old spelling of --float32-matmul-precision high"
+    )
+    compile_.add_argument(
+        "--backend",
+        choices=sorted(REGISTERED),
+        default="triton",
+        help="gluon: a thread-bound schedule with shared staging to a Gluon module (GPU only)",
+    )
+    compile_.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="pin every reduction order: the same bits for any batch, config and GPU schedule (docs/determinism.md)",
+    )
 
-    grad = commands.add_parser("grad", help="differentiate (tir_passes.differentiate) and compile the forward and "
-                               "its backward: both modules, the backward's TVMScript, and the folder's manifest "
-                               "(docs/autodiff.md)")
+    grad = commands.add_parser(
+        "grad",
+        help="differentiate (tir_passes.differentiate) and compile the forward and "
+        "its backward: both modules, the backward's TVMScript, and the folder's manifest "
+        "(docs/autodiff.md)",
+    )
     _add_target(grad)
     grad.add_argument("--wrt", required=True, metavar="A,B", help="the parameters to differentiate, comma-separated")
     grad.add_argument("-o", "--out-dir", required=True)
     grad.add_argument("--dump-dir", help="also write the stage dumps here (the backward's in DUMP_DIR/backward)")
     grad.add_argument("--no-verify", action="store_true", help="skip the per-pass verification")
 
-    verify = commands.add_parser("verify", help="compile with every check, run the kernel against TVM, and compile it for sm_90/sm_80")
+    verify = commands.add_parser(
+        "verify", help="compile with every check, run the kernel against TVM, and compile it for sm_90/sm_80"
+    )
     _add_target(verify)
 
     report = commands.add_parser("report", help="compile with every check and write one self-contained HTML report")
     _add_target(report)
     report.add_argument("-o", "--out", required=True, metavar="REPORT.html", help="the page to write")
-    report.add_argument("--results", metavar="FILE.json", help="GPU benchmark results (benchmarks/run_gpu.py's JSON) "
-                        "to place the kernel under the roofline; the entry named after the PrimFunc is used")
+    report.add_argument(
+        "--results",
+        metavar="FILE.json",
+        help="GPU benchmark results (benchmarks/run_gpu.py's JSON) "
+        "to place the kernel under the roofline; the entry named after the PrimFunc is used",
+    )
     report.add_argument("--result", metavar="NAME", help="the entry of --results to use, when its name differs")
 
     banks = commands.add_parser("bank-conflicts", help="shared-memory bank-conflict report of a CUDA-style schedule")
-    banks.add_argument("target", metavar="FILE.py[:FUNC]", help="a file with an S-TIR PrimFunc or IRModule with thread bindings")
+    banks.add_argument(
+        "target", metavar="FILE.py[:FUNC]", help="a file with an S-TIR PrimFunc or IRModule with thread bindings"
+    )
     banks.add_argument("--fix", action="store_true", help="also report after BankConflictFreeTiling")
 
-    model = commands.add_parser("model", help="the hardware model's prediction per kernel (compiled ahead of time "
-                                "for the GPU, no GPU needed): default config and the best of the tuner's space")
+    model = commands.add_parser(
+        "model",
+        help="the hardware model's prediction per kernel (compiled ahead of time "
+        "for the GPU, no GPU needed): default config and the best of the tuner's space",
+    )
     _add_target(model)
     model.add_argument("--sizes", default="", help="symbolic sizes, e.g. rows=4096")
     model.add_argument("--top", type=int, default=3, help="configs of the tuner's space to show besides the default")
 
-    tune = commands.add_parser("tune", help="tune generated modules on the GPU (random inputs) and write the choice "
-                               "into each module and its manifest (docs/tuning.md)")
+    tune = commands.add_parser(
+        "tune",
+        help="tune generated modules on the GPU (random inputs) and write the choice "
+        "into each module and its manifest (docs/tuning.md)",
+    )
     tune.add_argument("modules", nargs="+", metavar="MODULE", help="modules written by `tir-triton compile`")
     tune.add_argument("--sizes", default="", help="symbolic sizes, e.g. rows=4096")
     tune.add_argument("--budget", type=int, default=25, help="timed evaluations of the search (default 25)")
@@ -95,8 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--max-space", type=int, default=64, help="configs per kernel the model keeps (default 64)")
     tune.add_argument("--no-cache", action="store_true", help="tune again even when the cache has a result")
     tune.add_argument("--no-write", action="store_true", help="do not write the choice into the modules")
-    tune.add_argument("--gpus", default="auto", help="GPUs to spread modules over: auto (all), a count, or ids "
-                      "like 0,2 (one worker process per GPU)")
+    tune.add_argument(
+        "--gpus",
+        default="auto",
+        help="GPUs to spread modules over: auto (all), a count, or ids like 0,2 (one worker process per GPU)",
+    )
     tune.add_argument("--json-out", metavar="FILE.json", help="also write the reports here")
     tune.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -120,8 +160,9 @@ def cmd_passes(args) -> int:
 
     mod, name, passes = _load(args)
     checks = CHECKS if args.verify else ()
-    result = run_pipeline(mod, passes, dump_dir=args.dump_dir, checks=checks,
-                          disable=args.disable, stop_after=args.stop_after)
+    result = run_pipeline(
+        mod, passes, dump_dir=args.dump_dir, checks=checks, disable=args.disable, stop_after=args.stop_after
+    )
     if not args.quiet:
         for stage in result.stages:
             print(stage.summary())
@@ -139,13 +180,18 @@ def cmd_diff(args) -> int:
     if args.stages:
         if len(args.stages) != 2:
             from tir_passes.errors import FrontendError
+
             raise FrontendError("diff takes a dump folder and either no stages or exactly two")
         pairs = [(dump.find_stage(stages, args.stages[0]), dump.find_stage(stages, args.stages[1]))]
     else:
         pairs = list(zip(stages, stages[1:]))
     for before, after in pairs:
-        text = dump.unified_diff(dump.read_stage_script(before[2]), dump.read_stage_script(after[2]),
-                                 os.path.basename(before[2]), os.path.basename(after[2]))
+        text = dump.unified_diff(
+            dump.read_stage_script(before[2]),
+            dump.read_stage_script(after[2]),
+            os.path.basename(before[2]),
+            os.path.basename(after[2]),
+        )
         print(text if text else f"# {os.path.basename(after[2])}: unchanged")
     return 0
 
@@ -162,10 +208,17 @@ def cmd_compile(args) -> int:
     from triton_codegen import check_against_tvm, compile
 
     mod, name, passes = _load(args)
-    kernel = compile(mod, dump_dir=args.dump_dir, verify=not args.no_verify, gpu=args.gpu,
-                     float32_matmul_precision=args.float32_matmul_precision, allow_tf32=args.allow_tf32 or None,
-                     backend=args.backend, passes=passes if args.backend == "triton" else None,
-                     deterministic=args.deterministic)
+    kernel = compile(
+        mod,
+        dump_dir=args.dump_dir,
+        verify=not args.no_verify,
+        gpu=args.gpu,
+        float32_matmul_precision=args.float32_matmul_precision,
+        allow_tf32=args.allow_tf32 or None,
+        backend=args.backend,
+        passes=passes if args.backend == "triton" else None,
+        deterministic=args.deterministic,
+    )
     os.makedirs(args.out_dir, exist_ok=True)
     path = kernel.save(args.out_dir)
     manifest = kernel.write_manifest(os.path.join(args.out_dir, "manifest.json"), os.path.basename(path))
@@ -192,13 +245,15 @@ def cmd_grad(args) -> int:
     backward_path = os.path.join(args.out_dir, kernel.backward_link.module)
     tir_path = os.path.join(args.out_dir, f"{backward.name}_tir.py")
     with open(tir_path, "w") as handle:
-        handle.write(backward.pipeline.input_module["main"].script())   # as differentiate wrote it
-    manifest = os.path.join(args.out_dir, "manifest.json")   # one per folder, both modules in it
+        handle.write(backward.pipeline.input_module["main"].script())  # as differentiate wrote it
+    manifest = os.path.join(args.out_dir, "manifest.json")  # one per folder, both modules in it
     kernel.write_manifest(manifest)
     backward.write_manifest(manifest, kernel.backward_link.module)
     grads = ", ".join(f"{d} = d{name}/d{x}" for d, x in kernel.backward_link.grads)
-    print(f"wrote {path} ({len(kernel.program.kernels)} kernel(s)), {backward_path} "
-          f"({len(backward.program.kernels)} kernel(s): {grads}), {tir_path} and {manifest}")
+    print(
+        f"wrote {path} ({len(kernel.program.kernels)} kernel(s)), {backward_path} "
+        f"({len(backward.program.kernels)} kernel(s): {grads}), {tir_path} and {manifest}"
+    )
     return 0
 
 
@@ -249,9 +304,14 @@ def cmd_model(args) -> int:
 
     mod, name, passes = _load(args)
     sizes = _sizes(args.sizes)
-    print(format_rows(model_rows(compile(mod, verify=False, gpu=args.gpu, passes=passes), args.gpu, sizes, args.top),
-                      args.gpu, sizes),
-          end="")
+    print(
+        format_rows(
+            model_rows(compile(mod, verify=False, gpu=args.gpu, passes=passes), args.gpu, sizes, args.top),
+            args.gpu,
+            sizes,
+        ),
+        end="",
+    )
     return 0
 
 
@@ -265,14 +325,32 @@ def cmd_tune(args) -> int:
     sizes = _sizes(args.sizes)
     gpus = _gpu_ids(args.gpus) if len(args.modules) > 1 else [0]
     if len(gpus) > 1:
-        options = [f"--sizes={args.sizes}", f"--budget={args.budget}", f"--seed={args.seed}",
-                   f"--max-space={args.max_space}", "--quiet"] + ["--no-cache"] * args.no_cache + \
-            ["--no-write"] * args.no_write
+        options = (
+            [
+                f"--sizes={args.sizes}",
+                f"--budget={args.budget}",
+                f"--seed={args.seed}",
+                f"--max-space={args.max_space}",
+                "--quiet",
+            ]
+            + ["--no-cache"] * args.no_cache
+            + ["--no-write"] * args.no_write
+        )
         reports = tune_modules(args.modules, gpus, options)
     else:
-        reports = [tune_module(path, sizes, budget=args.budget, seed=args.seed, use_cache=not args.no_cache,
-                               write=not args.no_write, progress=not args.quiet, max_space=args.max_space)
-                   for path in args.modules]
+        reports = [
+            tune_module(
+                path,
+                sizes,
+                budget=args.budget,
+                seed=args.seed,
+                use_cache=not args.no_cache,
+                write=not args.no_write,
+                progress=not args.quiet,
+                max_space=args.max_space,
+            )
+            for path in args.modules
+        ]
     if args.json_out:
         with open(args.json_out, "w") as handle:
             json.dump(reports, handle, indent=2, default=str)
@@ -291,9 +369,18 @@ def _gpu_ids(text: str) -> list[int]:
     return list(range(int(text)))
 
 
-COMMANDS = {"passes": cmd_passes, "diff": cmd_diff, "list-passes": cmd_list_passes, "compile": cmd_compile,
-            "grad": cmd_grad, "verify": cmd_verify, "report": cmd_report, "model": cmd_model, "tune": cmd_tune,
-            "bank-conflicts": cmd_bank_conflicts}
+COMMANDS = {
+    "passes": cmd_passes,
+    "diff": cmd_diff,
+    "list-passes": cmd_list_passes,
+    "compile": cmd_compile,
+    "grad": cmd_grad,
+    "verify": cmd_verify,
+    "report": cmd_report,
+    "model": cmd_model,
+    "tune": cmd_tune,
+    "bank-conflicts": cmd_bank_conflicts,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,8 +401,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - last resort: one paragraph, traceback on --debug
         if args.debug:
             traceback.print_exc()
-        print(f"internal error: {type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}\n"
-              "(this is a tir-triton bug; run with --debug for the traceback)", file=sys.stderr)
+        print(
+            f"internal error: {type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}\n"
+            "(this is a tir-triton bug; run with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return 3
 
 

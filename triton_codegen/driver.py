@@ -135,7 +135,7 @@ def verify_kernel(chosen: Backend, kernel: CompiledKernel, result, options: Lowe
 
 
 def _write_kernel_failure(chosen: Backend, dump_dir: str | None, kernel: CompiledKernel) -> str:
-    folder = os.path.join(dump_dir, "failure_kernel") if dump_dir else tempfile.mkdtemp(prefix="tir-triton-failure-kernel-")
+    folder = os.path.join(dump_dir, "failure_kernel") if dump_dir else tempfile.mkdtemp(prefix="tir-triton-failure-kernel-")  # noqa: E501
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, f"{loader.file_stem(kernel.name)}.py"), "w") as handle:
         handle.write(kernel.source)

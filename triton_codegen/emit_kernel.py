@@ -90,8 +90,10 @@ def _infix(op: str) -> Formula:
 
 
 BINARY_RULES = {  # one per op of lowering.ops.BINARY_OPS
-    **{op: _infix(op) for op in ("+", "-", "*", "/", "//", "%", "<", "<=", ">", ">=", "==", "!=",
-                                 "&", "|", "^", "<<", ">>")},
+    **{
+        op: _infix(op)
+        for op in ("+", "-", "*", "/", "//", "%", "<", "<=", ">", ">=", "==", "!=", "&", "|", "^", "<<", ">>")
+    },
     "and": _infix("&"),
     "or": _infix("|"),
     # NaN propagates, as torch.minimum/maximum do (TVM's llvm build selects `a < b ? a : b` instead:
@@ -101,17 +103,27 @@ BINARY_RULES = {  # one per op of lowering.ops.BINARY_OPS
     "cdiv": Formula("tl.cdiv({a}, {b})"),
     # TIR rounds toward minus infinity; Triton's // and % truncate
     "floordiv": Formula("({a} // {b} - (({a} % {b} != 0) & (({a} < 0) != ({b} < 0))).to({dtype}))"),
-    "floormod": Formula("tl.where(({rem} != 0) & (({rem} < 0) != ({b} < 0)), {rem} + {b}, {rem})",
-                        steps=(("rem", "{a} % {b}"),)),
+    "floormod": Formula(
+        "tl.where(({rem} != 0) & (({rem} < 0) != ({b} < 0)), {rem} + {b}, {rem})", steps=(("rem", "{a} % {b}"),)
+    ),
     "fmod": Formula("({a} % {b})", in_float32=True),
     # C's pow from exp2/log2 of |a|: a negative base keeps its sign for odd integral exponents
     # and is NaN for non-integral ones; pow(x, 0), pow(1, y) and pow(-1, +-inf) are 1
-    "pow": Formula('tl.where(({b} == 0.0) | ({a} == 1.0) | (({a} == -1.0) & (tl.abs({b}) == float("inf"))), 1.0, '
-                   'tl.where({a} < 0.0, {negative_base}, {magnitude}))',
-                   steps=(("magnitude", "tl.exp2({b} * tl.log2(tl.abs({a})))"),
-                          ("negative_base", ('tl.where(tl.floor({b}) != {b}, float("nan"), '
-                                             'tl.where(tl.floor({b} * 0.5) * 2.0 != {b}, -{magnitude}, {magnitude}))'))),
-                   in_float32=True),
+    "pow": Formula(
+        'tl.where(({b} == 0.0) | ({a} == 1.0) | (({a} == -1.0) & (tl.abs({b}) == float("inf"))), 1.0, '
+        "tl.where({a} < 0.0, {negative_base}, {magnitude}))",
+        steps=(
+            ("magnitude", "tl.exp2({b} * tl.log2(tl.abs({a})))"),
+            (
+                "negative_base",
+                (
+                    'tl.where(tl.floor({b}) != {b}, float("nan"), '
+                    "tl.where(tl.floor({b} * 0.5) * 2.0 != {b}, -{magnitude}, {magnitude}))"
+                ),
+            ),
+        ),
+        in_float32=True,
+    ),
     "copysign": Formula("tl.where({b}.to({bits}, bitcast=True) < 0, -tl.abs({a}), tl.abs({a}))", in_float32=True),
 }
 
@@ -125,20 +137,26 @@ LOG2_E = 1.4426950408889634
 _SAME_WIDTH_INT = {"float16": "tl.int16", "bfloat16": "tl.int16", "float32": "tl.int32", "float64": "tl.int64"}
 _OPERAND_NAMES = {"x": "arg", "a": "lhs", "b": "rhs"}  # temporaries for operands read more than once
 _NAMED = (Load, Reduce, Scan, Dot, Where)
-_SCANS = {"sum": "tl.cumsum({x}, axis={axis})", "prod": "tl.cumprod({x}, axis={axis})",
-          "max": "tl.associative_scan({x}, {axis}, _tir_maximum)", "min": "tl.associative_scan({x}, {axis}, _tir_minimum)"}
+_SCANS = {
+    "sum": "tl.cumsum({x}, axis={axis})",
+    "prod": "tl.cumprod({x}, axis={axis})",
+    "max": "tl.associative_scan({x}, {axis}, _tir_maximum)",
+    "min": "tl.associative_scan({x}, {axis}, _tir_minimum)",
+}
 # combine functions that tl.reduce / tl.associative_scan take, written once into a module that uses them;
 # max and min propagate NaN, as BINARY_RULES do
 HELPERS = {
-    "_tir_maximum": "@triton.jit\ndef _tir_maximum(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",
-    "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",
+    "_tir_maximum": "@triton.jit\ndef _tir_maximum(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",  # noqa: E501
+    "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",  # noqa: E501
     "_tir_multiply": "@triton.jit\ndef _tir_multiply(a, b):\n    return a * b\n",
     # Triton's interpreter (3.9) computes tl.dot on bfloat16 operands from their raw bits (garbage);
     # there the operands go in fp32, which holds every bfloat16 product exactly (the kernels come
     # before the runtime's _INTERPRETED in the module: the helper reads the environment itself)
-    "_dot_operand": ('_UPCAST_DOT_OPERANDS = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")\n\n\n'
-                     "@triton.jit\ndef _dot_operand(x):\n"
-                     "    if _UPCAST_DOT_OPERANDS:\n        return x.to(tl.float32)\n    return x\n"),
+    "_dot_operand": (
+        '_UPCAST_DOT_OPERANDS = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")\n\n\n'
+        "@triton.jit\ndef _dot_operand(x):\n"
+        "    if _UPCAST_DOT_OPERANDS:\n        return x.to(tl.float32)\n    return x\n"
+    ),
 }
 # Triton's reductions widen these (bf16 and 16-bit float sums to fp32, narrow integers to int32)
 _WIDENED_BY_REDUCTIONS = ("bool", "int8", "int16", "uint8", "uint16", "float16", "bfloat16")
@@ -198,7 +216,7 @@ def _names_in(node, found: set[str]) -> None:
 def kernel_names(kernel: TileKernel, plan: DescriptorPlan | None = None) -> set[str]:
     """The names a kernel has before the printer adds any: what temporaries must avoid."""
     names = {param.split(":")[0] for param in kernel_parameters(kernel, plan)} | {kernel.name}
-    names |= {axis.var for axis in kernel.grid}   # not the axes' names: the printer names their positions so
+    names |= {axis.var for axis in kernel.grid}  # not the axes' names: the printer names their positions so
     _names_in((kernel.dims, kernel.grid, kernel.body), names)
     return names
 
@@ -261,7 +279,11 @@ class KernelPrinter:
         """Masks and tile indices are reused across loads and stores: name them."""
         if not expr.dims:
             return False
-        return expr.op in ("<", "<=", ">", ">=", "==", "!=", "and") or isinstance(expr.a, Arange) or isinstance(expr.b, Arange)
+        return (
+            expr.op in ("<", "<=", ">", ">=", "==", "!=", "and")
+            or isinstance(expr.a, Arange)
+            or isinstance(expr.b, Arange)
+        )
 
     def _base_name(self, expr) -> str:
         if isinstance(expr, Load):
@@ -317,16 +339,30 @@ class KernelPrinter:
             x, scale = x.a, float(x.b.value)
         elif isinstance(x, Binary) and x.op == "*" and isinstance(x.a, Const) and not x.a.dims:
             x, scale = x.b, float(x.a.value)
-        if not (isinstance(x, Binary) and x.op == "-" and expr.dtype == "float32"
-                and x.a.dtype == x.b.dtype == "float32" and math.isfinite(scale) and scale > 0):
+        if not (
+            isinstance(x, Binary)
+            and x.op == "-"
+            and expr.dtype == "float32"
+            and x.a.dtype == x.b.dtype == "float32"
+            and math.isfinite(scale)
+            and scale > 0
+        ):
             return None
         factor = format_float(scale * LOG2_E)
         minuend, inner = x.a, scale
-        if isinstance(minuend, Binary) and minuend.op == "*" and isinstance(minuend.b, Const) and not minuend.b.dims \
-                and minuend.a.dtype == "float32" and self.lookup(minuend) is None:
-            minuend, inner = minuend.a, scale * float(minuend.b.value)   # (s * c2) · c' as s · (c2 · c')
-        return (f"tl.exp2({self.render(minuend, expr.dims)} * {format_float(inner * LOG2_E)} - "
-                f"{self.render(x.b, expr.dims)} * {factor})")
+        if (
+            isinstance(minuend, Binary)
+            and minuend.op == "*"
+            and isinstance(minuend.b, Const)
+            and not minuend.b.dims
+            and minuend.a.dtype == "float32"
+            and self.lookup(minuend) is None
+        ):
+            minuend, inner = minuend.a, scale * float(minuend.b.value)  # (s * c2) · c' as s · (c2 · c')
+        return (
+            f"tl.exp2({self.render(minuend, expr.dims)} * {format_float(inner * LOG2_E)} - "
+            f"{self.render(x.b, expr.dims)} * {factor})"
+        )
 
     def _render_binary(self, expr: Binary) -> str:
         if expr.op in ("and", "or") and bool(expr.a.dims) != bool(expr.b.dims):
@@ -368,8 +404,10 @@ class KernelPrinter:
         return name
 
     def _render_where(self, expr: Where) -> str:
-        return (f"tl.where({self.render(expr.cond, expr.dims)}, {self.render(expr.a, expr.dims)}, "
-                f"{self.render(expr.b, expr.dims)})")
+        return (
+            f"tl.where({self.render(expr.cond, expr.dims)}, {self.render(expr.a, expr.dims)}, "
+            f"{self.render(expr.b, expr.dims)})"
+        )
 
     def _render_cast(self, expr: Cast) -> str:
         inner = self.name_of(expr.x)
@@ -486,7 +524,7 @@ class KernelPrinter:
 
     def _render_dot(self, expr: Dot) -> str:
         a, b = self.name_of(expr.a), self.name_of(expr.b)
-        if expr.precision == "bf16":   # float32_matmul_precision="medium": bf16 operands, fp32 accumulation
+        if expr.precision == "bf16":  # float32_matmul_precision="medium": bf16 operands, fp32 accumulation
             a, b = f"{a}.to(tl.bfloat16)", f"{b}.to(tl.bfloat16)"
         if "bfloat16" in (expr.a.dtype, expr.b.dtype) or expr.precision == "bf16":
             self.helpers.add("_dot_operand")
@@ -494,7 +532,7 @@ class KernelPrinter:
         a_mk = a if expr.a.dims == (expr.m, expr.k) else f"tl.trans({a})"
         b_kn = b if expr.b.dims == (expr.k, expr.n) else f"tl.trans({b})"
         fp32_operands = expr.a.dtype == "float32" and expr.precision != "bf16"
-        precision = f", input_precision=\"{expr.precision}\"" if fp32_operands else ""
+        precision = f', input_precision="{expr.precision}"' if fp32_operands else ""
         acc = self.name_of(expr.acc)
         if expr.dims == (expr.m, expr.n):
             return f"tl.dot({a_mk}, {b_kn}, {acc}{precision})"
@@ -574,7 +612,9 @@ def _permuted(text: str, permutation: list[int]) -> str:
 
 
 def _children(expr) -> list:
-    return [getattr(expr, f) for f in ("x", "a", "b", "cond", "offset", "acc") if hasattr(expr, f)] + list(getattr(expr, "mask", ()))
+    return [getattr(expr, f) for f in ("x", "a", "b", "cond", "offset", "acc") if hasattr(expr, f)] + list(
+        getattr(expr, "mask", ())
+    )
 
 
 def _mentions_reg(expr, name: str) -> bool:
@@ -630,8 +670,9 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
     if kernel.group_m and len(axes) >= 2:
         m, n = axes[-2], axes[-1]
         lead = axes[:-2]
-        num_m, num_n, pid_mn, group, first_m, group_rows = (printer.names.fresh(base) for base in (
-            "num_m", "num_n", "pid_mn", "group", "first_m", "group_rows"))
+        num_m, num_n, pid_mn, group, first_m, group_rows = (
+            printer.names.fresh(base) for base in ("num_m", "num_n", "pid_mn", "group", "first_m", "group_rows")
+        )
         src.line(f"{num_m} = {counts[-2]}")
         src.line(f"{num_n} = {counts[-1]}")
         src.line(f"{pid_mn} = {pid} % ({num_m} * {num_n})")
@@ -662,12 +703,16 @@ def emit_select_combine(combine: SelectCombine, src: Source) -> None:
     better, earlier = (">" if combine.kind == "max" else "<"), ("<" if combine.tie == "first" else ">")
     src.line("@triton.jit")
     with src.block(f"def {combine.name}({', '.join(a + b)}):"):
-        src.line(f'"""The {"larger" if combine.kind == "max" else "smaller"} key wins; of equal keys, the '
-                 f'{"smaller" if combine.tie == "first" else "larger"} position."""')
+        src.line(
+            f'"""The {"larger" if combine.kind == "max" else "smaller"} key wins; of equal keys, the '
+            f'{"smaller" if combine.tie == "first" else "larger"} position."""'
+        )
         if combine.key_dtype.startswith(("float", "bfloat")):  # NaN beats every number, as in torch.argmax
             src.line("nan_a, nan_b = key_a != key_a, key_b != key_b")
-            src.line(f"a_wins = (nan_a & ~nan_b) | (~nan_a & ~nan_b & (key_a {better} key_b)) | "
-                     f"(((key_a == key_b) | (nan_a & nan_b)) & (position_a {earlier} position_b))")
+            src.line(
+                f"a_wins = (nan_a & ~nan_b) | (~nan_a & ~nan_b & (key_a {better} key_b)) | "
+                f"(((key_a == key_b) | (nan_a & nan_b)) & (position_a {earlier} position_b))"
+            )
         else:
             src.line(f"a_wins = (key_a {better} key_b) | ((key_a == key_b) & (position_a {earlier} position_b))")
         src.line("return " + ", ".join(f"tl.where(a_wins, {x}, {y})" for x, y in zip(a, b)))

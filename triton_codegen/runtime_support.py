@@ -193,7 +193,7 @@ def _check_derived_dimensions(params, values, sizes):
                 raise LaunchError(f"parameter {name}: dimension {axis} is {shape_text(entry)}, which divides by zero "
                                   f"({bound})") from None
             if actual != wanted:
-                raise LaunchError(f"parameter {name}: dimension {axis} is {actual}, expected {shape_text(entry)} = {wanted}")
+                raise LaunchError(f"parameter {name}: dimension {axis} is {actual}, expected {shape_text(entry)} = {wanted}")  # noqa: E501
 
 
 def _span(tensor):
@@ -235,7 +235,7 @@ def _check_one_device(params, args):
         raise LaunchError(f"arguments on different devices: {where}")
 
 
-_REMEMBERED = 64   # argument signatures whose checks passed, kept per cache (the 64 most recently added)
+_REMEMBERED = 64  # argument signatures whose checks passed, kept per cache (the 64 most recently added)
 
 
 def _metadata(value):
@@ -244,7 +244,7 @@ def _metadata(value):
         return (value.data_ptr(), value.dtype, value.device, tuple(value.shape), value.stride(), value.requires_grad)
     if type(value) in (int, bool):
         return (type(value), value)
-    if type(value) is float:   # -0.0 == 0.0, but a kernel may tell them apart (1 / x)
+    if type(value) is float:  # -0.0 == 0.0, but a kernel may tell them apart (1 / x)
         return (float, value, math.copysign(1.0, value))
     return None
 
@@ -264,7 +264,7 @@ def _remember(cache, key, value):
     return value
 
 
-_CHECKED = {}   # (params, interpreted?, arguments' metadata) -> (scalars as the kernel takes them, shape sizes)
+_CHECKED = {}  # (params, interpreted?, arguments' metadata) -> (scalars as the kernel takes them, shape sizes)
 
 
 def check_arguments(params, args, kwargs=None, size_dtypes=None):
@@ -290,8 +290,10 @@ def _check_size_ranges(sizes, size_dtypes):
         if name in sizes and dtype in _INT_RANGES:
             low, high = _INT_RANGES[dtype]
             if not low <= sizes[name] < high:
-                raise LaunchError(f"shape variable {name} ({dtype}) is {sizes[name]}, outside the range of {dtype} "
-                                  f"[{low}, {high - 1}]: the kernels take it as {dtype} (it would wrap)")
+                raise LaunchError(
+                    f"shape variable {name} ({dtype}) is {sizes[name]}, outside the range of {dtype} "
+                    f"[{low}, {high - 1}]: the kernels take it as {dtype} (it would wrap)"
+                )
 
 
 def _check_all(params, args):
@@ -303,19 +305,27 @@ def _check_all(params, args):
             continue
         _check_tensor(name, dtype, value)
         if written and value.requires_grad:
-            raise LaunchError(f"parameter {name}: output tensor requires grad; kernels write outputs in place "
-                              f"outside autograd, so no gradient would flow: pass {name}.detach() or a tensor "
-                              "without requires_grad")
+            raise LaunchError(
+                f"parameter {name}: output tensor requires grad; kernels write outputs in place "
+                f"outside autograd, so no gradient would flow: pass {name}.detach() or a tensor "
+                "without requires_grad"
+            )
         if value.dim() != len(shape):
-            raise LaunchError(f"parameter {name}: expected {len(shape)} dimensions, got {value.dim()} (shape {tuple(value.shape)})")
+            raise LaunchError(
+                f"parameter {name}: expected {len(shape)} dimensions, got {value.dim()} (shape {tuple(value.shape)})"
+            )
         for axis, expected in enumerate(shape):
             _bind_dimension(name, axis, expected, value.shape[axis], sizes, origin)
         if narrow and _span(value) > _INT32_MAX:
-            raise LaunchError(f"parameter {name}: its strides address more than 2**31 elements; this kernel uses 32-bit offsets")
+            raise LaunchError(
+                f"parameter {name}: its strides address more than 2**31 elements; this kernel uses 32-bit offsets"
+            )
         values[name] = value
-    for (name, kind, _dtype, _shape, _w, _n) in params:
+    for name, kind, _dtype, _shape, _w, _n in params:
         if kind == "scalar" and name in sizes and values[name] != sizes[name]:
-            raise LaunchError(f"parameter {name} = {values[name]}, but {origin[name]} = {sizes[name]} (inconsistent symbolic sizes)")
+            raise LaunchError(
+                f"parameter {name} = {values[name]}, but {origin[name]} = {sizes[name]} (inconsistent symbolic sizes)"
+            )
         if kind == "scalar" and name not in sizes:
             sizes[name] = values[name]
     _check_derived_dimensions(params, values, sizes)
@@ -334,11 +344,12 @@ def _check_aliasing(params, values):
         if written and _self_overlapping(values[name]):
             raise LaunchError(f"parameter {name}: output tensor has overlapping elements (e.g. an expanded view)")
     for i, (name, written) in enumerate(tensors):
-        for other, other_written in tensors[i + 1:]:
+        for other, other_written in tensors[i + 1 :]:
             if (written or other_written) and _overlaps(values[name], values[other]):
                 out, inp = (name, other) if written else (other, name)
-                raise LaunchError(f"parameter {out}: output aliases parameter {inp} (they share memory); "
-                                  "pass separate tensors")
+                raise LaunchError(
+                    f"parameter {out}: output aliases parameter {inp} (they share memory); pass separate tensors"
+                )
 
 
 USE_DESCRIPTORS = True  # False: every kernel runs its pointer variant, as on sm_80
@@ -350,20 +361,30 @@ _CAPABILITIES = {}
 def launch_variant(kernel, pointers, descriptors, planned, t, config, grid, args, options, wrap):
     """Launch `descriptors` (a `_tma` variant) with a tensor descriptor per planned argument,
     {param: (buffer, block constexpr names, None for 1)}, where it can run, else `pointers`."""
-    blocks = {param: (buffer, tuple(config[name] if name else 1 for name in names))
-              for param, (buffer, names) in planned.items()}
+    blocks = {
+        param: (buffer, tuple(config[name] if name else 1 for name in names))
+        for param, (buffer, names) in planned.items()
+    }
     described = [(param, block, _metadata(t[buffer])) for param, (buffer, block) in blocks.items()]
-    key = None if any(meta is None for _, _, meta in described) else (
-        kernel, USE_DESCRIPTORS, wrap is launch_directly, *described)  # noqa: F821 - torch_op_support's
-    problem = _CHOSEN_VARIANT[key] if key in _CHOSEN_VARIANT else _remember(_CHOSEN_VARIANT, key,
-                                                                           _descriptor_problem(t, blocks, wrap))
+    key = (
+        None
+        if any(meta is None for _, _, meta in described)
+        else (kernel, USE_DESCRIPTORS, wrap is launch_directly, *described)  # noqa: F821 - torch_op_support's
+    )
+    problem = (
+        _CHOSEN_VARIANT[key]
+        if key in _CHOSEN_VARIANT
+        else _remember(_CHOSEN_VARIANT, key, _descriptor_problem(t, blocks, wrap))
+    )
     if problem is None:
         from triton.runtime.errors import OutOfResources
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         # built every call: a cached descriptor would keep its tensor alive
-        arguments = {param: TensorDescriptor(t[buffer], list(t[buffer].shape), list(t[buffer].stride()), list(block))
-                     for param, (buffer, block) in blocks.items()}
+        arguments = {
+            param: TensorDescriptor(t[buffer], list(t[buffer].shape), list(t[buffer].stride()), list(block))
+            for param, (buffer, block) in blocks.items()
+        }
         try:
             handle = wrap(descriptors)[grid](*args, **arguments, **options)
         except OutOfResources as err:
@@ -375,7 +396,7 @@ def launch_variant(kernel, pointers, descriptors, planned, t, config, grid, args
     return wrap(pointers)[grid](*args, **options)
 
 
-_CHOSEN_VARIANT = {}   # (kernel, switches, each descriptor's block and tensor metadata) -> why not descriptors, or None
+_CHOSEN_VARIANT = {}  # (kernel, switches, each descriptor's block and tensor metadata) -> why not descriptors, or None
 
 
 def _descriptor_problem(t, blocks, wrap):
@@ -418,7 +439,7 @@ def _layout_problem(name, tensor, block):
         return f"{name} has last stride {tensor.stride(-1)}: TMA needs 1"
     for axis, stride in enumerate(tensor.stride()[:-1]):
         if stride <= 0 or stride * size % _TMA_ALIGNMENT:
-            return f"{name}.stride({axis}) is {stride} elements ({stride * size} bytes): TMA needs a positive multiple of 16 bytes"
+            return f"{name}.stride({axis}) is {stride} elements ({stride * size} bytes): TMA needs a positive multiple of 16 bytes"  # noqa: E501
     if tensor.data_ptr() % _TMA_ALIGNMENT:
         return f"{name} starts at an address that is not a multiple of 16 bytes"
     if block[-1] * size < _TMA_ALIGNMENT:

@@ -152,7 +152,7 @@ def _check_allocatable(qualname, params, inputs):
     the op allocates outputs from the inputs alone."""
     given = {p[0] for p in inputs if p[1] == "scalar"}
     given |= {entry for p in inputs if p[1] == "buffer" for entry in p[3] if isinstance(entry, str)}
-    for name, kind, _dtype, shape, _written, _narrow in params:
+    for name, _kind, _dtype, shape, _written, _narrow in params:
         for axis, entry in enumerate(shape):
             missing = [var for var in _shape_variables(entry) if var not in given]
             if missing:
@@ -191,7 +191,7 @@ def _signature(inputs, output_count):
     parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                     annotation=torch.Tensor if kind == "buffer" else _scalar_type(dtype))
                   for name, kind, dtype, _shape, _written, _narrow in inputs]
-    returns = None if output_count == 0 else torch.Tensor if output_count == 1 else tuple[(torch.Tensor,) * output_count]
+    returns = None if output_count == 0 else torch.Tensor if output_count == 1 else tuple[(torch.Tensor,) * output_count]  # noqa: E501
     return inspect.Signature(parameters, return_annotation=returns)
 
 
@@ -199,4 +199,6 @@ def _scalar_type(dtype):
     if dtype == "bool":
         return bool
     return float if dtype.startswith(("float", "bfloat")) else int
+
+
 # --- tir-triton torch op support: end ---

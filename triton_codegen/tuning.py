@@ -52,9 +52,13 @@ def _dimension(param: str, entry, sizes: dict[str, int]) -> int:
     try:
         return shape_value(entry, sizes)
     except KeyError as missing:
-        raise FrontendError(f"parameter {param}: give the size {missing.args[0]} with --sizes {missing.args[0]}=N") from None
+        raise FrontendError(
+            f"parameter {param}: give the size {missing.args[0]} with --sizes {missing.args[0]}=N"
+        ) from None
     except ZeroDivisionError:
-        raise FrontendError(f"parameter {param}: its dimension {shape_text(entry)} divides by zero with these --sizes") from None
+        raise FrontendError(
+            f"parameter {param}: its dimension {shape_text(entry)} divides by zero with these --sizes"
+        ) from None
 
 
 def shape_sizes(params, args) -> dict[str, int]:
@@ -76,14 +80,27 @@ def module_spaces(module, spec: GpuSpec | None, sizes: dict[str, int], max_space
     spaces = []
     for name, _launch in module.LAUNCHERS:
         default = module.CONFIGS[name][module.CHOSEN[name]]
-        spaces.append(kernel_space(name, summary.get(name), default, spec, sizes, max_space,
-                                   fallback=tuple(module.CONFIGS[name])))
+        spaces.append(
+            kernel_space(name, summary.get(name), default, spec, sizes, max_space, fallback=tuple(module.CONFIGS[name]))
+        )
     return spaces
 
 
-def tune_module(path: str, sizes: dict[str, int], *, budget: int = BUDGET, seed: int = 0, use_cache: bool = True,
-                write: bool = True, progress: bool = True, gpu: str | None = None, max_space: int = MAX_SPACE,
-                rounds: int = ROUNDS, timer_factory: Callable | None = None, interpret: bool = False) -> dict:
+def tune_module(
+    path: str,
+    sizes: dict[str, int],
+    *,
+    budget: int = BUDGET,
+    seed: int = 0,
+    use_cache: bool = True,
+    write: bool = True,
+    progress: bool = True,
+    gpu: str | None = None,
+    max_space: int = MAX_SPACE,
+    rounds: int = ROUNDS,
+    timer_factory: Callable | None = None,
+    interpret: bool = False,
+) -> dict:
     """Tune one saved module; returns a report (choice, timings, noise, gain, cache hit).
 
     On a GPU the timer is gpu_timing.RunTimer and the GPU's name comes from the device. Tests pass
@@ -92,31 +109,56 @@ def tune_module(path: str, sizes: dict[str, int], *, budget: int = BUDGET, seed:
     module = import_module(path, interpret=interpret)
     args = random_arguments(module.PARAMS, sizes, "cpu" if interpret else "cuda")
     name = os.path.splitext(os.path.basename(path))[0]
-    result, report = tune_loaded(module, args, name, budget=budget, seed=seed, use_cache=use_cache,
-                                 progress=progress, gpu=gpu, max_space=max_space, rounds=rounds,
-                                 timer_factory=timer_factory, interpret=interpret)
+    result, report = tune_loaded(
+        module,
+        args,
+        name,
+        budget=budget,
+        seed=seed,
+        use_cache=use_cache,
+        progress=progress,
+        gpu=gpu,
+        max_space=max_space,
+        rounds=rounds,
+        timer_factory=timer_factory,
+        interpret=interpret,
+    )
     report = {"module": path, **report}
     if write:
         report["written"] = write_back(path, result.chosen, {k: v for k, v in report.items() if k != "chosen"})
     return report
 
 
-def tune_loaded(module, args, name: str, *, budget: int = BUDGET, seed: int = 0, use_cache: bool = True,
-                progress: bool = True, gpu: str | None = None, max_space: int = MAX_SPACE, rounds: int = ROUNDS,
-                timer_factory: Callable | None = None, interpret: bool = False) -> tuple[TuneResult, dict]:
+def tune_loaded(
+    module,
+    args,
+    name: str,
+    *,
+    budget: int = BUDGET,
+    seed: int = 0,
+    use_cache: bool = True,
+    progress: bool = True,
+    gpu: str | None = None,
+    max_space: int = MAX_SPACE,
+    rounds: int = ROUNDS,
+    timer_factory: Callable | None = None,
+    interpret: bool = False,
+) -> tuple[TuneResult, dict]:
     """Tune an imported module on `args` (the tuner's never-slower rule: the default stays unless a
     finalist beats it beyond the noise) and make the choice the module's in memory (CHOSEN)."""
     device_name, spec = _device(gpu, interpret)
-    key = tuning_cache.cache_key(module, device_name, tuning_cache.argument_shapes(module.PARAMS, args),
-                                 _triton_version())
+    key = tuning_cache.cache_key(
+        module, device_name, tuning_cache.argument_shapes(module.PARAMS, args), _triton_version()
+    )
     try:
         cached = tuning_cache.load(name, key) if use_cache else None
     except tuning_cache.CacheFileError as err:
         raise FrontendError(str(err)) from None
     refused = cached_choice_problem(module, cached, shape_sizes(module.PARAMS, args)) if cached is not None else ""
     if refused:
-        warnings.warn(f"{name}: the cached tuning choice is refused and the module tuned again: {refused}",
-                      stacklevel=2)
+        warnings.warn(
+            f"{name}: the cached tuning choice is refused and the module tuned again: {refused}", stacklevel=2
+        )
     if cached is not None and not refused:
         result = TuneResult.from_json(cached)
         result.cache_hit = True
@@ -126,10 +168,19 @@ def tune_loaded(module, args, name: str, *, budget: int = BUDGET, seed: int = 0,
         result = tune(spaces, timer, budget=budget, seed=seed, rounds=rounds, progress=progress, label=name)
         tuning_cache.store(name, key, result.to_json())
     _choose_in_memory(module, result.chosen)
-    report = {"gpu": device_name, "cache_key": key, "cache_hit": result.cache_hit, "cache_refused": refused,
-              "default_ms": result.default_ms, "tuned_ms": result.chosen_ms, "noise": result.noise,
-              "gain": result.gain, "kept_default": result.kept_default,
-              "evaluations": result.timed_evaluations, "chosen": result.chosen}
+    report = {
+        "gpu": device_name,
+        "cache_key": key,
+        "cache_hit": result.cache_hit,
+        "cache_refused": refused,
+        "default_ms": result.default_ms,
+        "tuned_ms": result.chosen_ms,
+        "noise": result.noise,
+        "gain": result.gain,
+        "kept_default": result.kept_default,
+        "evaluations": result.timed_evaluations,
+        "chosen": result.chosen,
+    }
     return result, report
 
 
@@ -179,8 +230,9 @@ def cached_choice_problem(module, result: dict, sizes: dict[str, int]) -> str:
     summary = getattr(module, "TILE_SUMMARY", {})
     for name in kernels:
         default = module.CONFIGS[name][module.CHOSEN[name]]
-        problem = search_space.config_problem(summary.get(name), default, chosen[name], sizes,
-                                              tuple(module.CONFIGS[name]))
+        problem = search_space.config_problem(
+            summary.get(name), default, chosen[name], sizes, tuple(module.CONFIGS[name])
+        )
         if problem:
             return f"kernel {name}: {problem}"
     return ""
@@ -189,17 +241,20 @@ def cached_choice_problem(module, result: dict, sizes: dict[str, int]) -> str:
 # --- several GPUs ------------------------------------------------------------------------------
 def plan_workers(paths: list[str], gpus: list[int]) -> list[tuple[int, list[str]]]:
     """Modules dealt round-robin to GPUs (in the order given), GPUs without modules left out."""
-    shares = [(gpu, paths[index::len(gpus)]) for index, gpu in enumerate(gpus)]
+    shares = [(gpu, paths[index :: len(gpus)]) for index, gpu in enumerate(gpus)]
     return [(gpu, share) for gpu, share in shares if share]
 
 
 def worker_command(paths: list[str], json_out: str, options: list[str]) -> list[str]:
-    return [sys.executable, "-m", "triton_codegen.cli", "tune", *paths, "--gpus", "1", "--json-out", json_out,
-            *options]
+    return [sys.executable, "-m", "triton_codegen.cli", "tune", *paths, "--gpus", "1", "--json-out", json_out, *options]
 
 
-def tune_modules(paths: list[str], gpus: list[int], options: list[str],
-                 command: Callable[[list[str], str, list[str]], list[str]] = worker_command) -> list[dict]:
+def tune_modules(
+    paths: list[str],
+    gpus: list[int],
+    options: list[str],
+    command: Callable[[list[str], str, list[str]], list[str]] = worker_command,
+) -> list[dict]:
     """Tune `paths` with one worker process per GPU; the reports of all, in the order of `paths`."""
     with tempfile.TemporaryDirectory(prefix="tir-triton-tune-") as folder:
         workers = []

@@ -31,15 +31,20 @@ from tir_passes.infra.pass_util import root_block
 from lowering.tile_ir import Load, ParamSpec, TileKernel
 
 
-def with_reads(params: tuple[ParamSpec, ...], func: tirx.PrimFunc, kernels: tuple[TileKernel, ...]) -> tuple[ParamSpec, ...]:
+def with_reads(
+    params: tuple[ParamSpec, ...], func: tirx.PrimFunc, kernels: tuple[TileKernel, ...]
+) -> tuple[ParamSpec, ...]:
     """`params` with `read` false for each written buffer that no kernel loads and one block covers."""
     loaded = set()
     for kernel in kernels:
         _collect_loads(kernel.body, loaded)
     covered = _covered_buffers(func)
-    return tuple(dataclasses.replace(p, read=False)
-                 if p.kind == "buffer" and p.written and p.name not in loaded and p.name in covered else p
-                 for p in params)
+    return tuple(
+        dataclasses.replace(p, read=False)
+        if p.kind == "buffer" and p.written and p.name not in loaded and p.name in covered
+        else p
+        for p in params
+    )
 
 
 def _collect_loads(node, found: set[str]) -> None:
@@ -92,8 +97,12 @@ def _covers(store: tirx.BufferStore, realize: s_tir.SBlockRealize, loops: tuple,
     if len(mapped.indices) != len(indices):
         return False
     analyzer = sym.Analyzer()
-    whole = all(_is_whole_dimension(sum_expr, dim, analyzer) for sum_expr, dim in zip(mapped.indices, store.buffer.shape))
-    runs = from_init or all(analyzer.can_prove(loop.extent > 0) for loop in loops if not uses_var(indices, loop.loop_var))
+    whole = all(
+        _is_whole_dimension(sum_expr, dim, analyzer) for sum_expr, dim in zip(mapped.indices, store.buffer.shape)
+    )
+    runs = from_init or all(
+        analyzer.can_prove(loop.extent > 0) for loop in loops if not uses_var(indices, loop.loop_var)
+    )
     return whole and runs
 
 
@@ -103,5 +112,8 @@ def _is_whole_dimension(sum_expr, dim, analyzer: sym.Analyzer) -> bool:
     if len(sum_expr.args) != 1:
         return False
     split = sum_expr.args[0]
-    return (analyzer.can_prove_equal(split.scale, 1) and analyzer.can_prove_equal(sum_expr.base, 0)
-            and analyzer.can_prove_equal(split.extent, dim))
+    return (
+        analyzer.can_prove_equal(split.scale, 1)
+        and analyzer.can_prove_equal(sum_expr.base, 0)
+        and analyzer.can_prove_equal(split.extent, dim)
+    )

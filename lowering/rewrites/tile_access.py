@@ -21,7 +21,7 @@ import dataclasses
 
 from tir_passes.infra.names import stride_name
 from lowering.rules.exprs import fold_binary
-from lowering.tile_ir import (Arange, Binary, Cast, Const, Expr, Load, Scalar, Store, TileAccess, TileKernel, TileProgram)
+from lowering.tile_ir import Arange, Binary, Cast, Const, Expr, Load, Scalar, Store, TileAccess, TileKernel, TileProgram
 
 
 def with_tile_accesses(program: TileProgram) -> TileProgram:
@@ -43,16 +43,16 @@ def _annotate(kernel: TileKernel, extents: dict) -> TileKernel:
         node = dataclasses.replace(node, **changes)
         if isinstance(node, (Load, Store)) and node.buffer in ranks:
             dims = node.dims if isinstance(node, Load) else node.offset.dims
-            tile = tile_access(node.buffer, ranks[node.buffer], node.offset, node.mask, dims,
-                               extents.get(node.buffer))
+            tile = tile_access(node.buffer, ranks[node.buffer], node.offset, node.mask, dims, extents.get(node.buffer))
             node = dataclasses.replace(node, tile=tile)
         return node
 
     return dataclasses.replace(kernel, body=visit(kernel.body))
 
 
-def tile_access(buffer: str, rank: int, offset: Expr, mask: tuple[Expr, ...], dims: tuple[str, ...],
-                extents: tuple | None) -> TileAccess | None:
+def tile_access(
+    buffer: str, rank: int, offset: Expr, mask: tuple[Expr, ...], dims: tuple[str, ...], extents: tuple | None
+) -> TileAccess | None:
     """The rectangle an access of `buffer` touches, or None when it is not one."""
     indices = _indices(offset, buffer, rank)
     if indices is None:

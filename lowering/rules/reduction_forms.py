@@ -114,7 +114,9 @@ def _sequence(stmt) -> list:
 
 
 def _same_indices(a: tirx.BufferStore, b: tirx.BufferStore) -> bool:
-    return len(a.indices) == len(b.indices) and all(tvm_ffi.structural_equal(x, y) for x, y in zip(a.indices, b.indices))
+    return len(a.indices) == len(b.indices) and all(
+        tvm_ffi.structural_equal(x, y) for x, y in zip(a.indices, b.indices)
+    )
 
 
 def _resolve(expr, bound: dict[int, object], updates: dict[str, Update]):
@@ -141,12 +143,15 @@ def block_updates(block: s_tir.SBlock, where: str) -> list[Update]:
         elif isinstance(stmt, tirx.BufferStore):
             earlier = updates.get(stmt.buffer.name)
             if earlier is not None and not _same_indices(earlier.store, stmt):
-                raise UnsupportedConstructError(f"{where}: reduction block '{block.name_hint}' stores "
-                                                f"{stmt.buffer.name} at two different indices")
+                raise UnsupportedConstructError(
+                    f"{where}: reduction block '{block.name_hint}' stores {stmt.buffer.name} at two different indices"
+                )
             updates[stmt.buffer.name] = Update(stmt, _resolve(stmt.value, bound, updates), None)
         else:
-            raise UnsupportedConstructError(f"{where}: reduction block '{block.name_hint}' has a "
-                                            f"{type(stmt).__name__} in its body; a reduction body is stores and lets")
+            raise UnsupportedConstructError(
+                f"{where}: reduction block '{block.name_hint}' has a "
+                f"{type(stmt).__name__} in its body; a reduction body is stores and lets"
+            )
     inits = _init_stores(block, updates, where)
     return [Update(u.store, u.value, inits[name].value if name in inits else None) for name, u in updates.items()]
 
@@ -156,8 +161,10 @@ def _init_stores(block: s_tir.SBlock, updates: dict[str, Update], where: str) ->
     for stmt in _sequence(block.init) if block.init is not None else []:
         update = updates.get(stmt.buffer.name) if isinstance(stmt, tirx.BufferStore) else None
         if update is None or not _same_indices(update.store, stmt):
-            raise UnsupportedConstructError(f"{where}: T.init of '{block.name_hint}' must store start values of the "
-                                            f"outputs the block updates, at their indices ({', '.join(updates)})")
+            raise UnsupportedConstructError(
+                f"{where}: T.init of '{block.name_hint}' must store start values of the "
+                f"outputs the block updates, at their indices ({', '.join(updates)})"
+            )
         stores[stmt.buffer.name] = stmt
     return stores
 
@@ -186,7 +193,7 @@ def _truth(cond, sign: int, key: Update, element, other_atom) -> bool | None:
     `other_atom` (tie clauses)."""
     if isinstance(cond, (tirx.And, tirx.Or)):
         a, b = (_truth(side, sign, key, element, other_atom) for side in (cond.a, cond.b))
-        decisive = isinstance(cond, tirx.Or)   # True decides an Or, False an And
+        decisive = isinstance(cond, tirx.Or)  # True decides an Or, False an And
         if decisive in (a, b):
             return decisive
         return None if None in (a, b) else not decisive
@@ -280,8 +287,11 @@ def _online_combiner(block: s_tir.SBlock, update: Update, updates: list[Update],
 def reduction_form(block: s_tir.SBlock, where: str) -> ReductionForm:
     updates = block_updates(block, where)
     outputs = {u.name for u in updates}
-    combiners = [c for c in (_online_combiner(block, u, updates, outputs) or _combiner(u, outputs) for u in updates)
-                 if c is not None]
+    combiners = [
+        c
+        for c in (_online_combiner(block, u, updates, outputs) or _combiner(u, outputs) for u in updates)
+        if c is not None
+    ]
     keys = [c for c in combiners if c.kind in ("max", "min")]
     groups: dict[str, tuple[Combiner, list]] = {}
     for update in updates:
@@ -300,8 +310,9 @@ def _unsupported_update(block: s_tir.SBlock, update: Update, outputs, where: str
     head = f"{where}: reduction block '{block.name_hint}' updates {update.name} with `{_short(update.value)}`"
     if not _reads(update.value, outputs - {update.name}):
         return UnsupportedConstructError(f"{head}; supported combiners are +, T.max and T.min of the old value")
-    return UnsupportedConstructError(f"{head}, which couples it to other outputs in a way tir-triton cannot lower; "
-                                     + SUPPORTED)
+    return UnsupportedConstructError(
+        f"{head}, which couples it to other outputs in a way tir-triton cannot lower; " + SUPPORTED
+    )
 
 
 def _short(expr) -> str:
@@ -327,18 +338,20 @@ def _selection(key: Combiner, members: list, block: s_tir.SBlock, where: str) ->
     payloads = tuple(Payload(update, new) for update, _, _, new in members)
     ties = []
     for update, cond, keep_when_true, _ in members:
-        table = _keeps_old(cond, keep_when_true, key.update, key.rhs,
-                           lambda atom: _tie_clause(atom, payloads, block))
+        table = _keeps_old(cond, keep_when_true, key.update, key.rhs, lambda atom: _tie_clause(atom, payloads, block))
         if table is None or _direction(table) != key.kind:
             raise UnsupportedConstructError(
-                f"{where}: reduction block '{block.name_hint}' updates {update.name} under `{_short(cond)}`, which does "
+                f"{where}: reduction block '{block.name_hint}' updates {update.name} under `{_short(cond)}`, which does "  # noqa: E501
                 f"not keep the element with the {key.kind} {key.update.name} (it must keep the old value for a better "
                 "old key and take the new one for a worse; a tie may be decided by the comparison or by a clause such "
-                "as `idx < k` whose value the fold fixes); " + SUPPORTED)
+                "as `idx < k` whose value the fold fixes); " + SUPPORTED
+            )
         ties.append(FIRST if table[_EQUAL] else LAST)
     if len(set(ties)) > 1:
-        raise UnsupportedConstructError(f"{where}: reduction block '{block.name_hint}': the payloads of "
-                                        f"{key.update.name} send ties to different elements")
+        raise UnsupportedConstructError(
+            f"{where}: reduction block '{block.name_hint}': the payloads of "
+            f"{key.update.name} send ties to different elements"
+        )
     return Selection(key.update, key.kind, key.rhs, payloads, ties[0])
 
 

@@ -84,8 +84,10 @@ class ReductionState:
             if realize.block.name_hint in self.open or not _walks_reduction(realize, loop.loop_var):
                 continue
             if _walks_spatial(realize, loop.loop_var):
-                raise UnsupportedConstructError(f"{lowering.location}: loop {loop.loop_var.name} feeds both spatial and "
-                                                f"reduction axes of block '{realize.block.name_hint}'")
+                raise UnsupportedConstructError(
+                    f"{lowering.location}: loop {loop.loop_var.name} feeds both spatial and "
+                    f"reduction axes of block '{realize.block.name_hint}'"
+                )
             reduction = self._open(lowering, realize)
             self.open[realize.block.name_hint] = reduction
             opened.append(reduction)
@@ -111,9 +113,11 @@ class ReductionState:
             if form.selections:
                 problem = fold_order_problem(realize, _reduction_loops(lowering, realize))
                 if problem is not None:
-                    raise UnsupportedConstructError(f"{lowering.location}: selection reduction "
-                                                    f"'{realize.block.name_hint}' depends on the order of its elements, "
-                                                    f"but {problem}")
+                    raise UnsupportedConstructError(
+                        f"{lowering.location}: selection reduction "
+                        f"'{realize.block.name_hint}' depends on the order of its elements, "
+                        f"but {problem}"
+                    )
             accumulators = [_open_accumulator(lowering, realize, c) for c in form.combiners]
             states = [selections.open_state(lowering, realize, s) for s in form.selections]
             if online_shift(realize.block) is not None:
@@ -136,8 +140,9 @@ class ReductionState:
     def _finish(self, lowering, reduction: BlockReduction) -> None:
         with lowering.block_context(reduction.realize):
             # conditions on the reduction's loops guarded each step's term; the result is stored once
-            lowering.conditions = [c for c in lowering.conditions
-                                   if not _on_reduction_loops(lowering, reduction.realize, c)]
+            lowering.conditions = [
+                c for c in lowering.conditions if not _on_reduction_loops(lowering, reduction.realize, c)
+            ]
             for acc in reduction.accumulators:
                 lowering.store(acc.store, acc.reg)
             for state in reduction.selections:
@@ -168,8 +173,17 @@ def _open_accumulator(lowering, realize, combiner: Combiner) -> Accumulator:
         initial = lower_expr(lowering, combiner.update.init)
     else:
         initial = lowering.load(tirx.BufferLoad(store.buffer, store.indices), ())
-    accumulator = Accumulator(realize, store, combiner.kind, combiner.rhs, lowering.fresh(f"acc_{store.buffer.name}"),
-                              dtype, dims, combiner.scale, combiner.reset)
+    accumulator = Accumulator(
+        realize,
+        store,
+        combiner.kind,
+        combiner.rhs,
+        lowering.fresh(f"acc_{store.buffer.name}"),
+        dtype,
+        dims,
+        combiner.scale,
+        combiner.reset,
+    )
     lowering.emit(Assign(accumulator.name, cast(initial, dtype), dtype, dims))
     return accumulator
 
@@ -210,8 +224,11 @@ def _carried(lowering, acc: Accumulator) -> Expr:
         return acc.reg
     factor = cast(lower_expr(lowering, acc.scale), acc.dtype)
     if not set(factor.dims) <= set(acc.dims):
-        raise ContractError(f"block {acc.realize.block.name_hint}", "an online sum's rescale factor varies along the "
-                            "axis it sums", "OnlineSoftmax")
+        raise ContractError(
+            f"block {acc.realize.block.name_hint}",
+            "an online sum's rescale factor varies along the axis it sums",
+            "OnlineSoftmax",
+        )
     scaled = Binary("*", acc.reg, factor, acc.dtype, acc.dims)
     if acc.reset is None:
         return scaled
@@ -220,8 +237,11 @@ def _carried(lowering, acc: Accumulator) -> Expr:
 
 
 def _as_reduce(lowering, acc: Accumulator, rhs: Expr) -> Expr:
-    guard = [c.tile for c in lowering.conditions
-             if not set(c.dims) <= set(acc.dims) or _on_reduction_loops(lowering, acc.realize, c)]
+    guard = [
+        c.tile
+        for c in lowering.conditions
+        if not set(c.dims) <= set(acc.dims) or _on_reduction_loops(lowering, acc.realize, c)
+    ]
     value = cast(rhs, acc.dtype)
     if guard:
         mask = guard[0]
@@ -231,8 +251,14 @@ def _as_reduce(lowering, acc: Accumulator, rhs: Expr) -> Expr:
     value = _spread_over_reduction_tiles(lowering, acc, value)
     axes = tuple(d for d in value.dims if d not in acc.dims)
     if axes:
-        value = Reduce(acc.kind, value, axes, acc.dtype, tuple(d for d in value.dims if d not in axes),
-                       propagate_nan=not nan_unobservable(lowering, acc))
+        value = Reduce(
+            acc.kind,
+            value,
+            axes,
+            acc.dtype,
+            tuple(d for d in value.dims if d not in axes),
+            propagate_nan=not nan_unobservable(lowering, acc),
+        )
     return combine(acc.kind, _carried(lowering, acc), value, lowering.merge_dims(acc.dims, value.dims))
 
 
@@ -252,9 +278,14 @@ def nan_unobservable(lowering, acc: Accumulator) -> bool:
 def _spread_over_reduction_tiles(lowering, acc: Accumulator, value: Expr) -> Expr:
     """`value` laid along every tile axis that walks the block's reduction: a term that does not
     vary along one (`X[i] += A[i]` over i, k) is still added once per element of it, not once."""
-    missing = [plan.name for plan in lowering.scope.plans.values()
-               if plan.kind == TILE and _walks_reduction(acc.realize, plan.loop.loop_var)
-               and plan.name not in value.dims and plan.name not in acc.dims]
+    missing = [
+        plan.name
+        for plan in lowering.scope.plans.values()
+        if plan.kind == TILE
+        and _walks_reduction(acc.realize, plan.loop.loop_var)
+        and plan.name not in value.dims
+        and plan.name not in acc.dims
+    ]
     for dim in missing:
         lanes = Binary(">=", Arange(dim, lowering.scope.dim(dim).block), Const(0, "int32"), "bool", (dim,))
         value = Where(lanes, value, identity(acc.kind, acc.dtype), acc.dtype, lowering.merge_dims(value.dims, (dim,)))
@@ -274,8 +305,9 @@ def _zero_unmasked_tail(lowering, operand: Expr, k: str, other: Expr) -> Expr:
     lies past the extent: a load masked by neither operand's loads, or any value in registers."""
     own, others = _load_mask(operand), _load_mask(other)
     masks = () if own is None else own + (others or ())
-    missing = [c.tile for c in lowering.conditions if k in c.dims and set(c.dims) <= set(operand.dims)
-               and c.tile not in masks]
+    missing = [
+        c.tile for c in lowering.conditions if k in c.dims and set(c.dims) <= set(operand.dims) and c.tile not in masks
+    ]
     for cond in missing:
         operand = Where(cond, operand, Const(0.0, operand.dtype), operand.dtype, operand.dims)
     return operand
@@ -292,11 +324,16 @@ def _guarded(lowering, operand, dtype: str, where: str) -> Expr:
     condition = None
     for guard in operand.guards:
         part = lower_expr(lowering, guard)
-        condition = part if condition is None else Binary("and", condition, part, "bool",
-                                                          lowering.merge_dims(condition.dims, part.dims))
+        condition = (
+            part
+            if condition is None
+            else Binary("and", condition, part, "bool", lowering.merge_dims(condition.dims, part.dims))
+        )
     if not set(condition.dims) <= set(value.dims):
-        raise UnsupportedConstructError(f"{where}: a tl.dot operand computed in registers is zeroed under a "
-                                        f"condition that varies along {condition.dims}, beyond the operand's {value.dims}")
+        raise UnsupportedConstructError(
+            f"{where}: a tl.dot operand computed in registers is zeroed under a "
+            f"condition that varies along {condition.dims}, beyond the operand's {value.dims}"
+        )
     return Where(condition, value, Const(0.0, dtype), dtype, value.dims)
 
 
@@ -313,8 +350,11 @@ def _as_dot(lowering, acc: Accumulator) -> Expr | None:
     dtype = operands_dtype(*operands)
     a, b = (_guarded(lowering, op, dtype, where) for op in operands)
     if set(a.dims) != {mark.m, mark.k} or set(b.dims) != {mark.k, mark.n} or set(acc.dims) != {mark.m, mark.n}:
-        raise ContractError(where, f"marked as a tl.dot over (m={mark.m}, n={mark.n}, k={mark.k}), but its operands "
-                            f"vary along {a.dims} and {b.dims} and its result along {acc.dims}")
+        raise ContractError(
+            where,
+            f"marked as a tl.dot over (m={mark.m}, n={mark.n}, k={mark.k}), but its operands "
+            f"vary along {a.dims} and {b.dims} and its result along {acc.dims}",
+        )
     a, b = _zero_unmasked_tail(lowering, a, mark.k, b), _zero_unmasked_tail(lowering, b, mark.k, a)
     precision = dot_precision(lowering.float32_matmul_precision, dtype)
     return Dot(a, b, _carried(lowering, acc), mark.m, mark.k, mark.n, precision, "float32", acc.dims)

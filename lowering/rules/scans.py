@@ -91,9 +91,13 @@ class ScanState:
             if carry is None:
                 lowering.store(form.store, scanned)
                 return
-            lowering.store(form.store, combine(mark.combiner, carry.reg, scanned, lowering.merge_dims(carry.dims, x.dims)))
+            lowering.store(
+                form.store, combine(mark.combiner, carry.reg, scanned, lowering.merge_dims(carry.dims, x.dims))
+            )
             total = Reduce(mark.combiner, x, (mark.axis,), x.dtype, tuple(d for d in x.dims if d != mark.axis))
-            lowering.emit(Assign(carry.name, combine(mark.combiner, carry.reg, total, carry.dims), carry.dtype, carry.dims))
+            lowering.emit(
+                Assign(carry.name, combine(mark.combiner, carry.reg, total, carry.dims), carry.dtype, carry.dims)
+            )
 
     def _elements(self, lowering, form: ScanForm, mark: ScanMark):
         var, low = form.iter_var.var, form.iter_var.dom.min

@@ -92,7 +92,9 @@ def update_state(lowering, state: SelectionState) -> None:
     combine, selection = state.combine, state.selection
     key = cast(lower_expr(lowering, selection.element), combine.key_dtype)
     position = lower_expr(lowering, linear_position(state.realize.block, combine.position_dtype))
-    payloads = [cast(lower_expr(lowering, p.new), dtype) for p, dtype in zip(selection.payloads, combine.payload_dtypes)]
+    payloads = [
+        cast(lower_expr(lowering, p.new), dtype) for p, dtype in zip(selection.payloads, combine.payload_dtypes)
+    ]
     if all(d in state.dims for value in (key, position, *payloads) for d in value.dims):
         update = _single_element(lowering, state, key, payloads, position)
     else:
@@ -111,7 +113,9 @@ def _valid(lowering, key: Expr) -> Expr | None:
     parts = [c.tile for c in lowering.conditions]
     valid = None
     for part in parts:
-        valid = part if valid is None else Binary("and", valid, part, "bool", lowering.merge_dims(valid.dims, part.dims))
+        valid = (
+            part if valid is None else Binary("and", valid, part, "bool", lowering.merge_dims(valid.dims, part.dims))
+        )
     return valid
 
 
@@ -153,8 +157,9 @@ def _tile_winner(lowering, state: SelectionState, key: Expr, payloads: list[Expr
     candidate_key = _named(lowering, "candidate_key", candidate_key)
     candidate = _named(lowering, "candidate_position", candidate)
     best, at_best = _best(lowering, state, candidate_key, valid)
-    winner = _reduce("min" if combine.tie == FIRST else "max", _where(lowering, at_best, candidate, _loser(combine)),
-                     state.dims)
+    winner = _reduce(
+        "min" if combine.tie == FIRST else "max", _where(lowering, at_best, candidate, _loser(combine)), state.dims
+    )
     winner = _named(lowering, "best_position", winner)
     is_winner = Binary("==", candidate, winner, "bool", lowering.merge_dims(candidate.dims, winner.dims))
     chosen = []

@@ -81,8 +81,11 @@ def lower_for_cuda(mod: tvm.IRModule, arch: str = "sm_90") -> list[tirx.PrimFunc
     lowered = tirx.transform.BindTarget(target)(mod)
     passes, _, _ = tirx.get_tir_pipeline("s_tir")
     lowered = passes(lowered)
-    return [f.with_attr("global_symbol", gv.name_hint) for gv, f in sorted(lowered.functions.items(), key=lambda kv: kv[0].name_hint)
-            if f.attrs is not None and int(f.attrs.get("calling_conv", 0)) == 2]
+    return [
+        f.with_attr("global_symbol", gv.name_hint)
+        for gv, f in sorted(lowered.functions.items(), key=lambda kv: kv[0].name_hint)
+        if f.attrs is not None and int(f.attrs.get("calling_conv", 0)) == 2
+    ]
 
 
 class _KernelWalker:
@@ -96,14 +99,17 @@ class _KernelWalker:
         self.accesses: list[SharedAccess] = []
 
     def walk(self, stmt) -> None:
-        tvm_ffi.structural_visit(stmt, [
-            (tirx.AttrStmt, self._attr),
-            (tirx.AllocBuffer, self._alloc),
-            (tirx.LetStmt, self._let),
-            (tirx.For, self._for),
-            (tirx.BufferStore, self._store),
-            (tvm.ir.TensorLoad, self._load),
-        ])
+        tvm_ffi.structural_visit(
+            stmt,
+            [
+                (tirx.AttrStmt, self._attr),
+                (tirx.AllocBuffer, self._alloc),
+                (tirx.LetStmt, self._let),
+                (tirx.For, self._for),
+                (tirx.BufferStore, self._store),
+                (tvm.ir.TensorLoad, self._load),
+            ],
+        )
 
     def _attr(self, node, visitor) -> None:
         if node.attr_key == "thread_extent":
@@ -167,13 +173,28 @@ class _KernelWalker:
         executions = 1
         for _, _, trips in self.loops:
             executions *= trips
-        parts = [(elements, lanes)] if stride == 1 else [(tuple(e + k * stride for e in elements), 1) for k in range(lanes)]
+        parts = (
+            [(elements, lanes)] if stride == 1 else [(tuple(e + k * stride for e in elements), 1) for k in range(lanes)]
+        )
         elem = element_bytes(buf.dtype)
         run = self._run(index.base if ramp else index, lanes if stride == 1 else 1)
         for part, vector in parts:
             wavefronts, ideal = count_wavefronts([e * elem for e in part], elem * vector)
-            self.accesses.append(SharedAccess(self.name, buf.name, kind, str(index), elem * vector, wavefronts, ideal,
-                                              executions, part, vector, run))
+            self.accesses.append(
+                SharedAccess(
+                    self.name,
+                    buf.name,
+                    kind,
+                    str(index),
+                    elem * vector,
+                    wavefronts,
+                    ideal,
+                    executions,
+                    part,
+                    vector,
+                    run,
+                )
+            )
 
     def _run(self, expr, run: int) -> int:
         """Consecutive elements the first thread reaches: its vector, grown by every loop of its own
@@ -206,8 +227,10 @@ class _KernelWalker:
         return tuple(elements)
 
     def _lane_value(self, expr, values: dict) -> int | None:
-        bound = tvm_ffi.structural_map(self._expand(expr), (tirx.Var, lambda v: tirx.const(values[v.__chandle__()], v.ty.dtype)
-                                                            if v.__chandle__() in values else v))
+        bound = tvm_ffi.structural_map(
+            self._expand(expr),
+            (tirx.Var, lambda v: tirx.const(values[v.__chandle__()], v.ty.dtype) if v.__chandle__() in values else v),
+        )
         value = sym.Analyzer().simplify(bound)
         return int(value.value) if isinstance(value, tirx.IntImm) else None
 

@@ -15,7 +15,8 @@ Data-dependent indices (`X[ids[i]]`) are never proven: such a loop is serial.
 
 A reduction block's updates of its own outputs (`X[i] = X[i] + ...` under a loop over `k` that
 drives only its reduction axes; several outputs too, such as an arg-max's value and index, each
-accessed only at its store's index, and stored once by the body) are not reported: they are what the lowering turns into a
+accessed only at its store's index, and stored once by the body) are not reported: they are what the lowering
+turns into a
 reduction. Nor are the reads of an online nest's running maximum by its sums along the nest's
 reduction loop (online_contract.py: the lowering folds them tile by tile, rescaling).
 
@@ -41,13 +42,15 @@ PROOF = sym.ProofStrength.SYMBOLIC_BOUND
 class Dependence:
     loop: str
     buffer: str
-    first: str    # "block: access" of the write
-    second: str   # "block: access" of the other access
-    blocks: tuple[str, str]   # the blocks of the two accesses
+    first: str  # "block: access" of the write
+    second: str  # "block: access" of the other access
+    blocks: tuple[str, str]  # the blocks of the two accesses
 
     def __str__(self) -> str:
-        return (f"loop {self.loop} carries a dependence through {self.buffer}: {self.first} and {self.second} "
-                "may touch the same element in different iterations")
+        return (
+            f"loop {self.loop} carries a dependence through {self.buffer}: {self.first} and {self.second} "
+            "may touch the same element in different iterations"
+        )
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,11 @@ class _Site:
 
 
 def _sites(stmt) -> list[_Site]:
-    return [_Site(realize, access, loops) for realize, loops in block_sites(stmt)
-            for access in block_accesses(realize.block, include_init=True)]
+    return [
+        _Site(realize, access, loops)
+        for realize, loops in block_sites(stmt)
+        for access in block_accesses(realize.block, include_init=True)
+    ]
 
 
 def _is_reduction_update(site: _Site, other: _Site, loop: tirx.For) -> bool:
@@ -74,11 +80,13 @@ def _is_reduction_update(site: _Site, other: _Site, loop: tirx.For) -> bool:
     if site.realize is not other.realize or loop_kind(loop, site.realize) != REDUCE:
         return False
     if sum(a.is_store and a.name == site.access.name for a in block_accesses(site.realize.block)) != 1:
-        return False   # an update stores each output once; a second store (an init in the body) is not one
+        return False  # an update stores each output once; a second store (an init in the body) is not one
     accesses = [a for a in block_accesses(site.realize.block, include_init=True) if a.name == site.access.name]
-    return all(len(a.indices) == len(site.access.indices)
-               and all(tvm_ffi.structural_equal(x, y) for x, y in zip(a.indices, site.access.indices))
-               for a in accesses)
+    return all(
+        len(a.indices) == len(site.access.indices)
+        and all(tvm_ffi.structural_equal(x, y) for x, y in zip(a.indices, site.access.indices))
+        for a in accesses
+    )
 
 
 def _is_online_read(write: _Site, other: _Site, loop: tirx.For) -> bool:
@@ -89,24 +97,35 @@ def _is_online_read(write: _Site, other: _Site, loop: tirx.For) -> bool:
     if shift is None or rescale is None or other.access.is_store:
         return False
     buffers = (shift.shift, shift.previous)
-    return ((rescale.shift, rescale.previous) == buffers and write.access.name in buffers
-            and loop_kind(loop, write.realize) == REDUCE and loop_kind(loop, other.realize) == REDUCE)
+    return (
+        (rescale.shift, rescale.previous) == buffers
+        and write.access.name in buffers
+        and loop_kind(loop, write.realize) == REDUCE
+        and loop_kind(loop, other.realize) == REDUCE
+    )
 
 
 def _addresses(site: _Site, fixed: set[int], rename: bool) -> tuple[list, object, list[tuple[tirx.Var, tirx.For]]]:
     """The site's indices and its block's predicate over loop variables, and (variable, loop whose
     range it has) for each loop around it; with `rename`, the loops that are not fixed get fresh
     copies."""
-    fresh = {l.loop_var.__chandle__(): tirx.Var(l.loop_var.name + "'", l.loop_var.ty.dtype)
-             for l in site.loops if rename and l.loop_var.__chandle__() not in fixed}
+    fresh = {
+        l.loop_var.__chandle__(): tirx.Var(l.loop_var.name + "'", l.loop_var.ty.dtype)
+        for l in site.loops
+        if rename and l.loop_var.__chandle__() not in fixed
+    }
 
     def over_loops(expr):
-        return tvm_ffi.structural_map(substitute_bindings(expr, site.realize),
-                                      (tirx.Var, lambda v: fresh.get(v.__chandle__(), v)))
+        return tvm_ffi.structural_map(
+            substitute_bindings(expr, site.realize), (tirx.Var, lambda v: fresh.get(v.__chandle__(), v))
+        )
 
     indices = [over_loops(i) for i in site.access.indices]
-    return indices, over_loops(site.realize.predicate), [(fresh.get(l.loop_var.__chandle__(), l.loop_var), l)
-                                                         for l in site.loops]
+    return (
+        indices,
+        over_loops(site.realize.predicate),
+        [(fresh.get(l.loop_var.__chandle__(), l.loop_var), l) for l in site.loops],
+    )
 
 
 def _differ(analyzer: sym.Analyzer, first: list, second: list) -> bool:
@@ -151,6 +170,7 @@ def carried_dependences(stmt, loop: tirx.For, fixed=()) -> list[Dependence]:
             if not _independent(loop, write, other, pinned):
                 reported.add(key)
                 blocks = (write.realize.block.name_hint, other.realize.block.name_hint)
-                found.append(Dependence(loop.loop_var.name, write.access.name, write.describe(), other.describe(), blocks))
+                found.append(
+                    Dependence(loop.loop_var.name, write.access.name, write.describe(), other.describe(), blocks)
+                )
     return found
-

@@ -47,7 +47,15 @@ import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
-from tir_passes.analyses.nest import block_sites, call_name, conjuncts, is_self_load, rescaled_old, substitute_bindings, uses_var
+from tir_passes.analyses.nest import (
+    block_sites,
+    call_name,
+    conjuncts,
+    is_self_load,
+    rescaled_old,
+    substitute_bindings,
+    uses_var,
+)
 from tir_passes.infra.pass_util import static_int
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.contracts.tile_contract import GRID, TILE, LoopTile, TileWindow
@@ -69,8 +77,9 @@ class WalkedAxis:
     size: int
 
 
-def provable_window(walk: WalkedAxis, enclosing: tuple, tiles: dict, read_outside: set[str],
-                    params: set[str]) -> tuple[TileWindow | None, str]:
+def provable_window(
+    walk: WalkedAxis, enclosing: tuple, tiles: dict, read_outside: set[str], params: set[str]
+) -> tuple[TileWindow | None, str]:
     """The window the masks prove for `walk`, or None; with a one-line reason either way.
     `enclosing`: the loops around the serial loop; `tiles`: every loop's LoopTile by handle;
     `read_outside`: buffers read outside the serial loop; `params`: the function's buffer names."""
@@ -127,7 +136,7 @@ class _Band:
 class _RowsAxis:
     """Candidate row axes: split tile loops whose outer loop is a program id, by inner handle."""
 
-    loops: dict   # inner handle -> (outer For, inner For, axis name, size)
+    loops: dict  # inner handle -> (outer For, inner For, axis name, size)
 
     @staticmethod
     def find(enclosing, tiles) -> "_RowsAxis":
@@ -146,8 +155,11 @@ class _RowsAxis:
 def _block_bands(realize, walk: WalkedAxis, rows: _RowsAxis, read_outside, params) -> list[_Band]:
     block = realize.block
     name = block.name_hint
-    walked = [iv for iv, value in zip(block.iter_vars, realize.iter_values)
-              if uses_var(value, walk.outer.loop_var) or uses_var(value, walk.inner.loop_var)]
+    walked = [
+        iv
+        for iv, value in zip(block.iter_vars, realize.iter_values)
+        if uses_var(value, walk.outer.loop_var) or uses_var(value, walk.inner.loop_var)
+    ]
     if not walked:
         raise _NoWindow(f"block {name} under the loop does not walk it")
     if all(iv.iter_type != tirx.IterVar.CommReduce for iv in walked):
@@ -155,8 +167,11 @@ def _block_bands(realize, walk: WalkedAxis, rows: _RowsAxis, read_outside, param
         if kept:
             raise _NoWindow(f"block {name} writes {', '.join(kept)} per element of j, which outlives the loop")
         return []
-    return [_fold_band(realize, walk, rows, store, block, read_outside, params) for store in _stores(block)
-            if not _bookkeeping(store, block, read_outside, params)]
+    return [
+        _fold_band(realize, walk, rows, store, block, read_outside, params)
+        for store in _stores(block)
+        if not _bookkeeping(store, block, read_outside, params)
+    ]
 
 
 def _stores(block) -> list[tirx.BufferStore]:
@@ -189,8 +204,9 @@ def _fold_band(realize, walk, rows, store: tirx.BufferStore, block, read_outside
             for band in bands[1:]:
                 hull = hull.hull(band)
             return hull
-    raise _NoWindow(f"block {block.name_hint} folds `{_short(element)}`, which no mask on j - i makes the {kind} "
-                    "identity")
+    raise _NoWindow(
+        f"block {block.name_hint} folds `{_short(element)}`, which no mask on j - i makes the {kind} identity"
+    )
 
 
 # what folds as the combiner's identity: for max (min) also the lowest (highest) finite value of
@@ -204,11 +220,14 @@ def _fold(store: tirx.BufferStore, block) -> tuple[str, object]:
     for kind, node in (("sum", tirx.Add), ("max", tirx.Max), ("min", tirx.Min)):
         if isinstance(value, node):
             for old, element in ((value.a, value.b), (value.b, value.a)):
-                if is_self_load(old, store) or (kind == "sum" and online_rescale(block) is not None
-                                                 and rescaled_old(old, store) is not None):
+                if is_self_load(old, store) or (
+                    kind == "sum" and online_rescale(block) is not None and rescaled_old(old, store) is not None
+                ):
                     return kind, element
-    raise _NoWindow(f"block {block.name_hint} updates {store.buffer.name} with `{_short(value)}`, not a "
-                    "sum, max or min of the old value")
+    raise _NoWindow(
+        f"block {block.name_hint} updates {store.buffer.name} with `{_short(value)}`, not a "
+        "sum, max or min of the old value"
+    )
 
 
 def _short(expr) -> str:
@@ -238,7 +257,7 @@ def _masks(element, realize, walk, rows: _RowsAxis, polarity: bool) -> dict[int,
     the else branch); without, where its disjuncts can all fail (outside it takes the then branch)."""
     found = {}
     for select in _selects(element):
-        condition = sym.Analyzer().simplify(_condition(select))   # `True and vj > vi` -> `vi < vj`
+        condition = sym.Analyzer().simplify(_condition(select))  # `True and vj > vi` -> `vi < vj`
         if polarity:
             band = _narrowest(_difference_bound(c, realize, walk, rows) for c in conjuncts(condition))
         else:
@@ -255,8 +274,11 @@ def _narrowest(bands) -> _Band | None:
     for band in bands:
         if band is None:
             continue
-        found = band if found is None else _Band(band.rows, _tighter(found.low, band.low, max),
-                                                 _tighter(found.high, band.high, min))
+        found = (
+            band
+            if found is None
+            else _Band(band.rows, _tighter(found.low, band.low, max), _tighter(found.high, band.high, min))
+        )
     return found
 
 
@@ -284,9 +306,10 @@ def _difference_bound(conjunct, realize, walk: WalkedAxis, rows: _RowsAxis) -> _
     if not isinstance(conjunct, _COMPARISONS):
         return None
     expr = substitute_bindings(conjunct.a - conjunct.b, realize)
-    for inner_key, (outer, inner, axis, size) in rows.loops.items():
-        coefficients = sym.detect_linear_equation(expr, [walk.outer.loop_var, walk.inner.loop_var,
-                                                         outer.loop_var, inner.loop_var])
+    for _inner_key, (outer, inner, axis, size) in rows.loops.items():
+        coefficients = sym.detect_linear_equation(
+            expr, [walk.outer.loop_var, walk.inner.loop_var, outer.loop_var, inner.loop_var]
+        )
         values = [static_int(c) for c in coefficients]
         if len(values) != 5 or None in values:
             continue
@@ -300,7 +323,7 @@ def _difference_bound(conjunct, realize, walk: WalkedAxis, rows: _RowsAxis) -> _
 def _bound(kind, sign: int, constant: int) -> tuple[int | None, int | None]:
     """(low, high) on d from `sign * d + constant  <op>  0`."""
     strict = kind in (tirx.LT, tirx.GT)
-    below = (kind in (tirx.LT, tirx.LE)) == (sign == 1)   # the comparison bounds d from above
+    below = (kind in (tirx.LT, tirx.LE)) == (sign == 1)  # the comparison bounds d from above
     limit = -constant * sign
     if below:
         return None, limit - 1 if strict else limit
@@ -327,8 +350,12 @@ class _Value:
 
 
 _FINITE, _UNKNOWN, _ZERO = _Value("finite"), _Value("unknown"), _Value("zero", 0.0)
-_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
-              "float64": 1.7976931348623157e308}
+_FLOAT_MAX = {
+    "float16": 65504.0,
+    "bfloat16": 3.3895313892515355e38,
+    "float32": 3.4028234663852886e38,
+    "float64": 1.7976931348623157e308,
+}
 
 
 def _constant(value: float, dtype: str = "float32") -> _Value:
@@ -360,7 +387,7 @@ def _evaluate(expr, masks: dict[int, int]) -> _Value:
     if call_name(expr) == "exp":
         inner = _evaluate(expr.args[0], masks)
         if inner.kind in ("-inf", "lowest"):
-            return _ZERO                  # exp underflows to exactly 0
+            return _ZERO  # exp underflows to exactly 0
         return _FINITE if inner.kind in ("finite", "zero") else _UNKNOWN
     if isinstance(expr, (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Max, tirx.Min)):
         return _arithmetic(expr, _evaluate(expr.a, masks), _evaluate(expr.b, masks))
@@ -370,7 +397,7 @@ def _evaluate(expr, masks: dict[int, int]) -> _Value:
 def _cast(value: _Value, dtype: str) -> _Value:
     if not dtype.startswith(("float", "bfloat")):
         return value if value.kind == "zero" else _FINITE
-    if value.extreme:   # the lowest fp16 is an ordinary fp32; the lowest fp32 overflows fp16
+    if value.extreme:  # the lowest fp16 is an ordinary fp32; the lowest fp32 overflows fp16
         return _constant(value.constant, dtype) if abs(value.constant) <= _FLOAT_MAX[dtype] else _UNKNOWN
     return value
 
@@ -411,7 +438,7 @@ def _sum(a: _Value, b: _Value) -> _Value:
     if b.kind == "zero":
         return a
     if a.extreme or b.extreme or {a.kind, b.kind} == {"-inf", "+inf"}:
-        return _UNKNOWN   # an extreme value plus anything may overflow; -inf + inf is NaN
+        return _UNKNOWN  # an extreme value plus anything may overflow; -inf + inf is NaN
     infinite = next((v for v in (a, b) if v.infinite), None)
     return _Value(infinite.kind) if infinite is not None else _FINITE
 
@@ -419,13 +446,13 @@ def _sum(a: _Value, b: _Value) -> _Value:
 def _product(a: _Value, b: _Value) -> _Value:
     if "zero" in (a.kind, b.kind):
         other = b if a.kind == "zero" else a
-        return _ZERO if not other.infinite else _UNKNOWN   # 0 * V = 0 for finite V (assumed)
+        return _ZERO if not other.infinite else _UNKNOWN  # 0 * V = 0 for finite V (assumed)
     if a.extreme or b.extreme:
         return _UNKNOWN
     for infinite, other in ((a, b), (b, a)):
         if infinite.infinite:
             if other.constant is None:
-                return _UNKNOWN   # the sign of an operand is not known
+                return _UNKNOWN  # the sign of an operand is not known
             return infinite if other.constant > 0 else _negate(infinite)
     return _FINITE
 
@@ -439,14 +466,15 @@ class Arithmetic:
     const: object
     add: object
     mul: object
-    floordiv: object    # of a non-negative value
-    cdiv: object        # of a non-negative value
+    floordiv: object  # of a non-negative value
+    cdiv: object  # of a non-negative value
     min: object
     max: object
 
 
-def window_range(window: TileWindow, rows_outer, rows_block, cols_block, cols_tiles, ops: Arithmetic,
-                 name_start=lambda start: start):
+def window_range(
+    window: TileWindow, rows_outer, rows_block, cols_block, cols_tiles, ops: Arithmetic, name_start=lambda start: start
+):
     """(start, stop) of the serial loop: the tiles of j the current row tile needs. `name_start`
     turns the start into what the stop reads of it (the kernel names it once)."""
     first_row = ops.mul(rows_outer, rows_block)
@@ -468,13 +496,18 @@ def window_range(window: TileWindow, rows_outer, rows_block, cols_block, cols_ti
 
 
 def _tir_arithmetic(dtype: str) -> Arithmetic:
-    return Arithmetic(const=lambda v: tirx.const(v, dtype), add=lambda a, b: a + b, mul=lambda a, b: a * b,
-                      floordiv=tirx.floordiv, cdiv=lambda a, b: tirx.floordiv(a + b - 1, b),
-                      min=tirx.Min, max=tirx.Max)
+    return Arithmetic(
+        const=lambda v: tirx.const(v, dtype),
+        add=lambda a, b: a + b,
+        mul=lambda a, b: a * b,
+        floordiv=tirx.floordiv,
+        cdiv=lambda a, b: tirx.floordiv(a + b - 1, b),
+        min=tirx.Min,
+        max=tirx.Max,
+    )
 
 
-def tir_window_range(window: TileWindow, rows_outer: tirx.For, rows_size: int, cols_size: int,
-                     cols_extent) -> tuple:
+def tir_window_range(window: TileWindow, rows_outer: tirx.For, rows_size: int, cols_size: int, cols_extent) -> tuple:
     """(min, extent) of the serial loop in TIR at the default block sizes, simplified: it stops
     where the window stops, but starts at 0. TVM runs a reduction block's T.init at the first
     element of its reduction; a loop starting later would skip it, so a lower bound is the
@@ -483,8 +516,9 @@ def tir_window_range(window: TileWindow, rows_outer: tirx.For, rows_size: int, c
     dtype = str(rows_outer.loop_var.ty.dtype)
     ops = _tir_arithmetic(dtype)
     tiles = tirx.floordiv(cols_extent + cols_size - 1, cols_size)
-    _, stop = window_range(window, rows_outer.loop_var, tirx.const(rows_size, dtype),
-                           tirx.const(cols_size, dtype), tiles, ops)
+    _, stop = window_range(
+        window, rows_outer.loop_var, tirx.const(rows_size, dtype), tirx.const(cols_size, dtype), tiles, ops
+    )
     analyzer = sym.Analyzer()
     analyzer.bind(rows_outer.loop_var, tvm.ir.Range.from_min_extent(rows_outer.min, rows_outer.extent))
     return tirx.const(0, dtype), analyzer.simplify(stop)
@@ -502,9 +536,12 @@ def window_loops(enclosing, tiles: dict, window: TileWindow) -> tuple[tirx.For, 
 def read_outside(body, loop: tirx.For) -> set[str]:
     """Buffers read by the blocks of `body` (the function's, every kernel) not under `loop`."""
     inside = {realize.block.name_hint for realize, _ in block_sites(loop.body)}
-    return {region.source.name for realize, _ in block_sites(body) if realize.block.name_hint not in inside
-            for region in realize.block.reads}
-
+    return {
+        region.source.name
+        for realize, _ in block_sites(body)
+        if realize.block.name_hint not in inside
+        for region in realize.block.reads
+    }
 
 
 # --- interior tiles: where the window's masks all hold ---------------------------------------------
@@ -527,12 +564,14 @@ def window_implies(condition, realize, walk: WalkedAxis, enclosing, tiles: dict,
 
 def _within(low, high, band_low, band_high) -> bool:
     """[low, high] (None: unbounded) inside [band_low, band_high]."""
-    return ((band_low is None or (low is not None and band_low <= low))
-            and (band_high is None or (high is not None and high <= band_high)))
+    return (band_low is None or (low is not None and band_low <= low)) and (
+        band_high is None or (high is not None and high <= band_high)
+    )
 
 
-def interior_range(window: TileWindow, rows_outer, rows_block, cols_block, start, stop, ops: Arithmetic,
-                   name_first=lambda first: first):
+def interior_range(
+    window: TileWindow, rows_outer, rows_block, cols_block, start, stop, ops: Arithmetic, name_first=lambda first: first
+):
     """(first, stop) of the tiles of j whose every element, for every row of the current row tile,
     lies inside the window, within [start, stop): j0 * B_j >= R + B_r - 1 + low and
     (j0 + 1) * B_j - 1 <= R + high, R = rows_outer * B_r (first = start without low, stop without

@@ -238,7 +238,7 @@ def propagate_nan(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func if body.same_as(func.body) else func.with_body(body)
 
 
-def run_built(entry, func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars: dict[str, object] | None = None) -> dict[str, np.ndarray]:
+def run_built(entry, func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars: dict[str, object] | None = None) -> dict[str, np.ndarray]:  # noqa: E501
     """Run a built function on copies of `arrays`; return every buffer afterwards."""
     tensors, args = {}, []
     for param in func.params:
@@ -251,8 +251,14 @@ def run_built(entry, func: tirx.PrimFunc, arrays: dict[str, np.ndarray], scalars
     return {name: tensor.numpy() for name, tensor in tensors.items()}
 
 
-def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: str, scale: float = 1.0,
-                   tolerance_dtype: str | None = None) -> str | None:
+def compare_arrays(
+    name: str,
+    expected: np.ndarray,
+    actual: np.ndarray,
+    dtype: str,
+    scale: float = 1.0,
+    tolerance_dtype: str | None = None,
+) -> str | None:
     """None when equal within the dtype's tolerance (or `tolerance_dtype`'s: an fp32 result of a
     tf32 or bf16 tl.dot), else a one-paragraph description."""
     if expected.shape != actual.shape:
@@ -261,7 +267,7 @@ def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: s
         bad = np.argwhere(expected != actual)
         if len(bad):
             idx = tuple(int(i) for i in bad[0])
-            return f"{name}: {len(bad)} of {expected.size} elements differ (bit-exact dtype {dtype}); first at {idx}: got {actual[idx]}, expected {expected[idx]}"
+            return f"{name}: {len(bad)} of {expected.size} elements differ (bit-exact dtype {dtype}); first at {idx}: got {actual[idx]}, expected {expected[idx]}"  # noqa: E501
         return None
     exp64, act64 = expected.astype("float64"), actual.astype("float64")
     nan_exp, nan_act = np.isnan(exp64), np.isnan(act64)
@@ -278,8 +284,10 @@ def compare_arrays(name: str, expected: np.ndarray, actual: np.ndarray, dtype: s
     bad = np.argwhere(finite & (diff > limit))
     if len(bad):
         idx = tuple(int(i) for i in bad[0])
-        return (f"{name}: {len(bad)} of {expected.size} elements differ beyond rtol={tol.rtol} atol={tol.atol}; "
-                f"first at {idx}: got {actual[idx]}, expected {expected[idx]} (max abs diff {diff[finite].max():.3g})")
+        return (
+            f"{name}: {len(bad)} of {expected.size} elements differ beyond rtol={tol.rtol} atol={tol.atol}; "
+            f"first at {idx}: got {actual[idx]}, expected {expected[idx]} (max abs diff {diff[finite].max():.3g})"
+        )
     return None
 
 
@@ -312,16 +320,23 @@ class ReferenceRun:
             raise UndefinedBehaviourError(_undefined_behaviour(func, outputs, seed))
         return cls(func, concrete, datasets, scalars, outputs)
 
-    def mismatches(self, results: list[dict[str, np.ndarray]], scale: float = 1.0,
-                   checked_as: dict[str, str] | None = None) -> list[str]:
+    def mismatches(
+        self, results: list[dict[str, np.ndarray]], scale: float = 1.0, checked_as: dict[str, str] | None = None
+    ) -> list[str]:
         """Problems of `results` against the outputs; `checked_as` maps an output dtype to the dtype
         whose tolerance it is compared at (fp32 outputs of reduced-precision dots)."""
         dtypes = {b.name: str(b.dtype) for b in buffer_params(self.concrete)}
         problems = []
         for label, expected_set, actual_set in zip(DATA_SET_LABELS, self.outputs, results):
             for name in sorted(expected_set):
-                problem = compare_arrays(name, expected_set[name], actual_set[name], dtypes[name], scale,
-                                         (checked_as or {}).get(dtypes[name]))
+                problem = compare_arrays(
+                    name,
+                    expected_set[name],
+                    actual_set[name],
+                    dtypes[name],
+                    scale,
+                    (checked_as or {}).get(dtypes[name]),
+                )
                 if problem:
                     problems.append(f"{label}: {problem}")
         return problems
@@ -335,7 +350,9 @@ class StageCrashed(RuntimeError):
     """A later stage crashed or hung on data on which the input ran (the pass's fault)."""
 
 
-def stage_results(reference: ReferenceRun, stage: tirx.PrimFunc, sizes: dict[str, int] | None = None) -> list[dict[str, np.ndarray]]:
+def stage_results(
+    reference: ReferenceRun, stage: tirx.PrimFunc, sizes: dict[str, int] | None = None
+) -> list[dict[str, np.ndarray]]:
     """Run a later stage of the same function on the reference's data sets."""
     concrete = specialize_shapes(stage, sizes)
     entry = build_llvm(concrete)
@@ -356,8 +373,9 @@ class SetCrash:
     crash: Crash
 
 
-def run_sets(entry, func: tirx.PrimFunc, datasets: list[dict[str, np.ndarray]],
-             scalars: dict[str, object]) -> list[dict[str, np.ndarray]] | SetCrash:
+def run_sets(
+    entry, func: tirx.PrimFunc, datasets: list[dict[str, np.ndarray]], scalars: dict[str, object]
+) -> list[dict[str, np.ndarray]] | SetCrash:
     """Every data set through a built function, in one forked child (checks/sandbox.py); after a
     crash, each set alone, to name the one that crashes."""
     results = run_isolated(lambda: [run_built(entry, func, data, scalars) for data in datasets])
@@ -372,11 +390,13 @@ def run_sets(entry, func: tirx.PrimFunc, datasets: list[dict[str, np.ndarray]],
 
 def _undefined_behaviour(func: tirx.PrimFunc, crashed: SetCrash, seed: int) -> str:
     name = func.attrs.get("global_symbol") if func.attrs is not None else None
-    return (f"PrimFunc {name or 'main'}: TVM's llvm build of the input itself {crashed.crash.describe()} on the "
-            f"numerics check's {crashed.label} (seed {seed}): the program has undefined behaviour on that data, so "
-            "there is no reference to check the passes and the kernel against. The data respect every T.assume about "
-            "loaded values, every index linear in one loaded value, and keep divisors loaded from memory nonzero "
-            "(docs/verification.md); state the program's ranges with T.assume, or compile with verify=False")
+    return (
+        f"PrimFunc {name or 'main'}: TVM's llvm build of the input itself {crashed.crash.describe()} on the "
+        f"numerics check's {crashed.label} (seed {seed}): the program has undefined behaviour on that data, so "
+        "there is no reference to check the passes and the kernel against. The data respect every T.assume about "
+        "loaded values, every index linear in one loaded value, and keep divisors loaded from memory nonzero "
+        "(docs/verification.md); state the program's ranges with T.assume, or compile with verify=False"
+    )
 
 
 def progress(items, what: str, enabled: bool = True):
@@ -396,13 +416,13 @@ class NumericsPlan:
     compares the plans, checks/decision_plan.py, and moves to a larger copy when they differ).
     The dump and the report say which (`describe`)."""
 
-    input_module: tvm.IRModule      # what the stages' numerics start from: the input or its reduced copy
+    input_module: tvm.IRModule  # what the stages' numerics start from: the input or its reduced copy
     reference: ReferenceRun
     copy: "ReducedCopy"
-    large: bool                     # above the size checked as it is
-    full_module: tvm.IRModule | None = None    # the input itself
-    final_module: tvm.IRModule | None = None   # the reduced copy's last stage (the kernel check compiles it)
-    plan_note: str = ""             # whether the copy decides as the full-size program does
+    large: bool  # above the size checked as it is
+    full_module: tvm.IRModule | None = None  # the input itself
+    final_module: tvm.IRModule | None = None  # the reduced copy's last stage (the kernel check compiles it)
+    plan_note: str = ""  # whether the copy decides as the full-size program does
 
     @property
     def reduced(self) -> bool:

@@ -46,14 +46,41 @@ from tvm import sym, tirx
 
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.determinism import chunk_elements, narrowest_load, order_sensitive, reduces_along_contiguous
-from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, contraction_operands, loop_kind,
-                   loop_sites, realizes_under, uses_var, written_buffers, is_reduction_block)
+from tir_passes.analyses.nest import (
+    REDUCE,
+    SPATIAL,
+    block_sites,
+    bound_iter_var,
+    conjuncts,
+    contraction_operands,
+    loop_kind,
+    loop_sites,
+    realizes_under,
+    uses_var,
+    written_buffers,
+    is_reduction_block,
+)
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.infra.pass_util import root_block, static_int, top_level_statements
 from tir_passes.analyses.storage import decide_storage
-from tir_passes.contracts.tile_contract import (GRID, LIMITS, SERIAL, TILE, WARPS, ContractError, KernelTile, LoopTile,
-                                               TileWindow, deterministic_promise, dot_mark, kernel_tile, loop_tile,
-                                               not_dot_mark, scan_mark, split_mark)
+from tir_passes.contracts.tile_contract import (
+    GRID,
+    LIMITS,
+    SERIAL,
+    TILE,
+    WARPS,
+    ContractError,
+    KernelTile,
+    LoopTile,
+    TileWindow,
+    deterministic_promise,
+    dot_mark,
+    kernel_tile,
+    loop_tile,
+    not_dot_mark,
+    scan_mark,
+    split_mark,
+)
 from tir_passes.checks.verify_records import record_problems
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 
@@ -97,13 +124,22 @@ def _determinism_problems(stmt) -> list[str]:
     has_dot = any(dot_mark(realize.block) is not None for realize, _ in blocks)
     sensitive = has_dot
     if has_dot:
-        problems += [_unpinned(tile, kernel, "a kernel with a tl.dot keeps every tile (the MMA instruction and "
-                                             "its K steps follow the tile shape)")
-                     for tile in tiles.values() if tile is not None and tile.role == TILE]
+        problems += [
+            _unpinned(
+                tile,
+                kernel,
+                "a kernel with a tl.dot keeps every tile (the MMA instruction and its K steps follow the tile shape)",
+            )
+            for tile in tiles.values()
+            if tile is not None and tile.role == TILE
+        ]
     for realize, enclosing in blocks:
         scan = scan_mark(realize.block)
-        if scan is not None and scan.combiner in ("sum", "prod") and str(_scan_dtype(realize, scan)).startswith(
-                ("float", "bfloat")):
+        if (
+            scan is not None
+            and scan.combiner in ("sum", "prod")
+            and str(_scan_dtype(realize, scan)).startswith(("float", "bfloat"))
+        ):
             sensitive = True
             problems += _scan_pins(realize, enclosing, tiles, kernel, scan)
         elif not has_dot and order_sensitive(realize.block):
@@ -120,8 +156,12 @@ def _pin_values(sites, tiles, kernel: KernelTile) -> list[str]:
     problems = []
     for loop, _ in sites:
         tile = tiles[loop.loop_var.__chandle__()]
-        if tile is not None and tile.role == TILE and (pin := kernel.pinned(tile.block)) is not None \
-                and pin.size != tile.size:
+        if (
+            tile is not None
+            and tile.role == TILE
+            and (pin := kernel.pinned(tile.block)) is not None
+            and pin.size != tile.size
+        ):
             problems.append(f"pin {pin.name}={pin.size} differs from tile loop {loop.loop_var.name}'s size {tile.size}")
     return problems
 
@@ -139,20 +179,32 @@ def _reduction_pins(realize, loops, tiles, kernel: KernelTile) -> list[str]:
         if tile is None or loop_kind(loop, realize) != REDUCE:
             continue
         if tile.role == GRID:
-            problems.append(f"{name} reduces along program-id loop {loop.loop_var.name}: its partial sums would meet "
-                            "in an order the GPU schedules")
+            problems.append(
+                f"{name} reduces along program-id loop {loop.loop_var.name}: its partial sums would meet "
+                "in an order the GPU schedules"
+            )
         elif tile.role == TILE:
             problems.append(_unpinned(tile, kernel, f"{name} adds along it (the association of its partial sums)"))
             if tile.whole:
-                problems.append(f"{name} reduces along a whole tile {tile.block}={tile.size}: its size follows the "
-                                "extent, so another length (or a symbolic one) adds in another order")
+                problems.append(
+                    f"{name} reduces along a whole tile {tile.block}={tile.size}: its size follows the "
+                    "extent, so another length (or a symbolic one) adds in another order"
+                )
             elif tile.size < chunk:
-                problems.append(f"{name}'s chunk {tile.block}={tile.size} is under {chunk}: threads would not all hold "
-                                "a full vector of it, and the rows per program would change the tree")
+                problems.append(
+                    f"{name}'s chunk {tile.block}={tile.size} is under {chunk}: threads would not all hold "
+                    "a full vector of it, and the rows per program would change the tree"
+                )
     if not reduces_along_contiguous(realize, loops, lambda loop: _is_tile(tiles, loop)):
-        problems += [_unpinned(tiles[loop.loop_var.__chandle__()], kernel, f"{name} reduces along a non-contiguous "
-                               "axis, whose split over threads this tile decides")
-                     for loop in loops if _is_tile(tiles, loop) and loop_kind(loop, realize) != REDUCE]
+        problems += [
+            _unpinned(
+                tiles[loop.loop_var.__chandle__()],
+                kernel,
+                f"{name} reduces along a non-contiguous axis, whose split over threads this tile decides",
+            )
+            for loop in loops
+            if _is_tile(tiles, loop) and loop_kind(loop, realize) != REDUCE
+        ]
     return problems
 
 
@@ -172,8 +224,10 @@ def _scan_pins(realize, enclosing, tiles, kernel: KernelTile, scan) -> list[str]
         if tile is not None and tile.role == TILE and tile.axis == scan.axis:
             problems.append(_unpinned(tile, kernel, f"{realize.block.name_hint} scans along it (the scan's tree)"))
             if tile.whole:
-                problems.append(f"{realize.block.name_hint} scans along a whole tile {tile.block}={tile.size}, whose "
-                                "size follows the extent")
+                problems.append(
+                    f"{realize.block.name_hint} scans along a whole tile {tile.block}={tile.size}, whose "
+                    "size follows the extent"
+                )
 
 
 def _split_problems(func: tirx.PrimFunc) -> list[str]:
@@ -193,25 +247,34 @@ def _split_problems(func: tirx.PrimFunc) -> list[str]:
         name, block = realize.block.name_hint, realize.block
         written = written_buffers(block)
         partials = written[0] if len(written) == 1 else None
-        slice_axes = [iv for iv in block.iter_vars
-                      if iv.iter_type == tirx.IterVar.DataPar and static_int(iv.dom.extent) == mark.splits]
+        slice_axes = [
+            iv
+            for iv in block.iter_vars
+            if iv.iter_type == tirx.IterVar.DataPar and static_int(iv.dom.extent) == mark.splits
+        ]
         # BufferLayout may move the slice axis of the partials (their layout is its decision)
         if not slice_axes or partials is None or mark.splits not in [static_int(d) for d in partials.shape]:
-            problems.append(f"split block {name}: it must write its partials over a spatial axis of the "
-                            f"{mark.splits} splits (SplitReduction wrote this decision)")
+            problems.append(
+                f"split block {name}: it must write its partials over a spatial axis of the "
+                f"{mark.splits} splits (SplitReduction wrote this decision)"
+            )
             continue
         total = by_name.get(mark.of)
         reads = {r.source.name for r in total.block.reads} if total is not None else set()
         if total is None or partials.name not in reads or not is_reduction_block(total.block):
-            problems.append(f"split block {name}: block {mark.of} must sum its partials {partials.name} "
-                            "(SplitReduction wrote this decision)")
+            problems.append(
+                f"split block {name}: block {mark.of} must sum its partials {partials.name} "
+                "(SplitReduction wrote this decision)"
+            )
     return problems
 
 
 def _online_problems(stmt) -> list[str]:
     try:
-        sites = [(realize, loops, online_shift(realize.block), online_rescale(realize.block))
-                 for realize, loops in block_sites(stmt)]
+        sites = [
+            (realize, loops, online_shift(realize.block), online_rescale(realize.block))
+            for realize, loops in block_sites(stmt)
+        ]
     except ContractError as err:
         return [str(err)]
     problems, shifts = [], {}
@@ -222,16 +285,19 @@ def _online_problems(stmt) -> list[str]:
         reduce = _reduce_loops(realize, loops)
         written = {buf.name for buf in written_buffers(realize.block)}
         if not reduce or not {shift.shift, shift.previous} <= written:
-            problems.append(f"online shift block {name}: it must reduce along a loop and write {shift.shift} and "
-                            f"{shift.previous}")
+            problems.append(
+                f"online shift block {name}: it must reduce along a loop and write {shift.shift} and {shift.previous}"
+            )
             continue
         shifts[(shift.shift, shift.previous)] = reduce
     for realize, loops, _, rescale in sites:
         if rescale is None:
             continue
         if shifts.get((rescale.shift, rescale.previous)) != _reduce_loops(realize, loops):
-            problems.append(f"online sum {realize.block.name_hint}: it must reduce along the loop of the block that "
-                            f"keeps {rescale.shift} and {rescale.previous}, in its nest")
+            problems.append(
+                f"online sum {realize.block.name_hint}: it must reduce along the loop of the block that "
+                f"keeps {rescale.shift} and {rescale.previous}, in its nest"
+            )
     return problems
 
 
@@ -244,10 +310,14 @@ def _stream_problems(stmt, tiles) -> list[str]:
         if shift is None or not shift.streamed:
             continue
         walked = [tiles.get(loop.loop_var.__chandle__()) for loop in loops if loop_kind(loop, realize) == REDUCE]
-        if not any(t is not None and ((t.role == TILE and t.outer is not None) or (t.role == SERIAL and t.carries))
-                   for t in walked):
-            problems.append(f"online shift block {realize.block.name_hint} is marked streamed, but its row loop is "
-                            "not walked in tiles (a split tile axis) nor serial for a dependence")
+        if not any(
+            t is not None and ((t.role == TILE and t.outer is not None) or (t.role == SERIAL and t.carries))
+            for t in walked
+        ):
+            problems.append(
+                f"online shift block {realize.block.name_hint} is marked streamed, but its row loop is "
+                "not walked in tiles (a split tile axis) nor serial for a dependence"
+            )
     return problems
 
 
@@ -313,11 +383,14 @@ def _tile_problems(analyzer: sym.Analyzer, loop: tirx.For, tile: LoopTile, enclo
     problems = []
     if not analyzer.can_prove(loop.extent == tile.size, PROOF):
         problems.append(f"{name}: it runs {loop.extent} iterations, not its block size {tile.size}")
-    windowed = loop_tile(outer) is not None and loop_tile(outer).window is not None   # _window_problems checks it
-    if not windowed and not analyzer.can_prove(outer.extent == tirx.floordiv(tile.extent + tile.size - 1, tile.size),
-                                               PROOF):
-        problems.append(f"{name}: outer loop {outer.loop_var.name} runs {outer.extent} iterations, not "
-                        f"ceil({tile.extent} / {tile.size})")
+    windowed = loop_tile(outer) is not None and loop_tile(outer).window is not None  # _window_problems checks it
+    if not windowed and not analyzer.can_prove(
+        outer.extent == tirx.floordiv(tile.extent + tile.size - 1, tile.size), PROOF
+    ):
+        problems.append(
+            f"{name}: outer loop {outer.loop_var.name} runs {outer.extent} iterations, not "
+            f"ceil({tile.extent} / {tile.size})"
+        )
     position = outer.loop_var * tile.size + loop.loop_var
     for realize in realizes_under(loop.body):
         problems += _tail_problems(analyzer, name, realize, loop, position, tile, outer)
@@ -328,20 +401,25 @@ def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, oute
     """The block's predicate never lets the split axis run past the tile's extent: each conjunct
     `outer * size + inner < E` implies `< extent` (the kernel masks at the extent and with every
     conjunct, so a stricter one, a user's `j < 2`, is masked too)."""
-    tails = [c for c in conjuncts(realize.predicate)
-             if isinstance(c, tirx.LT) and analyzer.can_prove_equal(c.a, position)]
+    tails = [
+        c for c in conjuncts(realize.predicate) if isinstance(c, tirx.LT) and analyzer.can_prove_equal(c.a, position)
+    ]
     inside = position < tile.extent
     if not tails:
         if analyzer.can_prove(outer.extent * tile.size <= tile.extent, PROOF):
             return []
-        return [f"{name}: block {realize.block.name_hint} has no tail predicate, but the extent {tile.extent} "
-                "leaves part of the last tile out"]
+        return [
+            f"{name}: block {realize.block.name_hint} has no tail predicate, but the extent {tile.extent} "
+            "leaves part of the last tile out"
+        ]
     for tail in tails:
         with analyzer.constraint_scope(tail):
             within = analyzer.can_prove(inside, PROOF)
-        if not within:   # a stricter conjunct (the user's `j < 2`) is a condition the kernel masks with too
-            return [f"{name}: block {realize.block.name_hint}'s predicate `{tail}` lets iterations past "
-                    f"`{position} < {tile.extent}` run (the extent the kernel masks at)"]
+        if not within:  # a stricter conjunct (the user's `j < 2`) is a condition the kernel masks with too
+            return [
+                f"{name}: block {realize.block.name_hint}'s predicate `{tail}` lets iterations past "
+                f"`{position} < {tile.extent}` run (the extent the kernel masks at)"
+            ]
     return []
 
 
@@ -357,8 +435,9 @@ def _window_problems(analyzer, body, loop: tirx.For, window: TileWindow, enclosi
     start, extent = tir_window_range(window, rows[0], rows[1], inner_tile.size, inner_tile.extent)
     if not (analyzer.can_prove_equal(loop.min, start) and analyzer.can_prove_equal(loop.extent, extent)):
         return [f"{name}: it runs from {loop.min} for {loop.extent} iterations, not the window's {start} for {extent}"]
-    proven, why = provable_window(WalkedAxis(loop, inner, inner_tile.size), enclosing, tiles, read_outside(body, loop),
-                                  params)
+    proven, why = provable_window(
+        WalkedAxis(loop, inner, inner_tile.size), enclosing, tiles, read_outside(body, loop), params
+    )
     if proven is None:
         return [f"{name}: the skipped tiles may fold more than identities: {why}"]
     if proven.rows != window.rows or not (_covers(window.low, proven.low, -1) and _covers(window.high, proven.high, 1)):
@@ -389,9 +468,11 @@ def _dependence_problems(stmt, loop, tile: LoopTile | None, enclosing, tiles) ->
     scans = {r.block.name_hint: mark.buffer for r in realizes_under(loop.body) if (mark := scan_mark(r.block))}
     if role == GRID:
         reduced = _reductions_walked(loop)
-        if reduced:   # programs would each fold a part into the same output, with nothing to combine them
-            return [f"grid loop {loop.loop_var.name} walks the reduction axis of block {reduced[0]}: a program id "
-                    "cannot carry a reduction (the programs would race on its output)"]
+        if reduced:  # programs would each fold a part into the same output, with nothing to combine them
+            return [
+                f"grid loop {loop.loop_var.name} walks the reduction axis of block {reduced[0]}: a program id "
+                "cannot carry a reduction (the programs would race on its output)"
+            ]
     if role in (GRID, TILE):
         found = [d for d in carried_dependences(stmt, loop) if role == GRID or not _in_registers(d, scans)]
         return [f"{role} loop {loop.loop_var.name}: {d}" for d in found[:1]]
@@ -399,16 +480,23 @@ def _dependence_problems(stmt, loop, tile: LoopTile | None, enclosing, tiles) ->
     carried = {d.buffer for d in carried_dependences(stmt, loop, fixed) if not _in_registers(d, scans)}
     missing = sorted(carried - set(tile.carries if tile is not None else ()))
     if missing:
-        return [f"serial loop {loop.loop_var.name} carries a dependence through {', '.join(missing)} "
-                "that its decision does not name (the program would not sync)"]
+        return [
+            f"serial loop {loop.loop_var.name} carries a dependence through {', '.join(missing)} "
+            "that its decision does not name (the program would not sync)"
+        ]
     return []
 
 
 def _reductions_walked(loop: tirx.For) -> list[str]:
     """Blocks under `loop` whose reduction variables it binds."""
-    return [realize.block.name_hint for realize in realizes_under(loop.body)
-            if any(iv.iter_type == tirx.IterVar.CommReduce and uses_var(value, loop.loop_var)
-                   for iv, value in zip(realize.block.iter_vars, realize.iter_values))]
+    return [
+        realize.block.name_hint
+        for realize in realizes_under(loop.body)
+        if any(
+            iv.iter_type == tirx.IterVar.CommReduce and uses_var(value, loop.loop_var)
+            for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+        )
+    ]
 
 
 def _axis_problems(loops, tiles) -> list[str]:
@@ -427,11 +515,16 @@ def _axis_problems(loops, tiles) -> list[str]:
             continue
         first = members[0][1]
         for loop, tile, enclosing in members:
-            same = tile.whole and (tile.block, tile.size) == (first.block, first.size) \
+            same = (
+                tile.whole
+                and (tile.block, tile.size) == (first.block, first.size)
                 and tvm_ffi.structural_equal(tile.extent, first.extent)
+            )
             if not same:
-                problems.append(f"loop {loop.loop_var.name} names axis {axis} with another block, size or extent, "
-                                "or is not a whole tile")
+                problems.append(
+                    f"loop {loop.loop_var.name} names axis {axis} with another block, size or extent, "
+                    "or is not a whole tile"
+                )
             if any(other.same_as(l) for other, _, _ in members for l in enclosing):
                 problems.append(f"loop {loop.loop_var.name} names axis {axis}, like a loop around it")
     return problems
@@ -457,28 +550,44 @@ def _dot_problems(stmt, loops, tiles) -> list[str]:
             continue
         a_vars = operands[0].var_names
         b_vars = operands[1].var_names
-        wanted = {"m": (SPATIAL, lambda it: it in a_vars and it not in b_vars),
-                  "n": (SPATIAL, lambda it: it in b_vars and it not in a_vars),
-                  "k": (REDUCE, lambda it: it in a_vars and it in b_vars)}
+        wanted = {
+            "m": (SPATIAL, lambda it: it in a_vars and it not in b_vars),  # noqa: B023 - used in this iteration
+            "n": (SPATIAL, lambda it: it in b_vars and it not in a_vars),  # noqa: B023 - used in this iteration
+            "k": (REDUCE, lambda it: it in a_vars and it in b_vars),  # noqa: B023 - used in this iteration
+        }
         for role, axis in (("m", mark.m), ("n", mark.n), ("k", mark.k)):
             kind, test = wanted[role]
             drivers = [l for l in axes.get(axis, []) if bound_iter_var(realize, l.loop_var) is not None]
             tile = tiles[drivers[0].loop_var.__chandle__()] if drivers else None
-            if not drivers or loop_kind(drivers[0], realize) != kind or not test(bound_iter_var(realize, drivers[0].loop_var).var.name):
+            if (
+                not drivers
+                or loop_kind(drivers[0], realize) != kind
+                or not test(bound_iter_var(realize, drivers[0].loop_var).var.name)
+            ):
                 problems.append(f"{name}: axis {axis} is not the block's {role.upper()} loop")
             elif tile.size < LIMITS.dot_min_block:
-                problems.append(f"{name}: axis {axis} has block size {tile.size}, under tl.dot's minimum {LIMITS.dot_min_block}")
+                problems.append(
+                    f"{name}: axis {axis} has block size {tile.size}, under tl.dot's minimum {LIMITS.dot_min_block}"
+                )
     return problems
 
 
 def _storage_problems(stmt, kernel, loops, tiles) -> list[str]:
-    whole = {loop.loop_var.__chandle__(): tile.axis for loop, _ in loops
-             if (tile := tiles[loop.loop_var.__chandle__()]) is not None and tile.whole}
+    whole = {
+        loop.loop_var.__chandle__(): tile.axis
+        for loop, _ in loops
+        if (tile := tiles[loop.loop_var.__chandle__()]) is not None and tile.whole
+    }
     expected = decide_storage(stmt, whole)
-    problems = [f"{name} is held in registers, but {note.split(': ', 1)[1]}"
-                for name, note in zip(expected.spilled, expected.notes) if name in kernel.registers]
+    problems = [
+        f"{name} is held in registers, but {note.split(': ', 1)[1]}"
+        for name, note in zip(expected.spilled, expected.notes)
+        if name in kernel.registers
+    ]
     for name in expected.registers + expected.spilled:
         if name not in kernel.registers and name not in kernel.spilled:
-            problems.append(f"{name} is written and read again in the kernel, but the decision neither holds it in "
-                            "registers nor spills it")
+            problems.append(
+                f"{name} is written and read again in the kernel, but the decision neither holds it in "
+                "registers nor spills it"
+            )
     return problems

@@ -67,7 +67,9 @@ def _fields(block: s_tir.SBlock, key: str) -> dict | None:
         raise ContractError(where, f'annotation "{key}" must be a dict, not {raw!r}', "OnlineSoftmax")
     fields = dict(raw.items())
     if not all(isinstance(fields.get(name), str) for name in ("shift", "previous")):
-        raise ContractError(where, f'annotation "{key}" needs the buffer names "shift" and "previous", not {raw!r}', "OnlineSoftmax")
+        raise ContractError(
+            where, f'annotation "{key}" needs the buffer names "shift" and "previous", not {raw!r}', "OnlineSoftmax"
+        )
     return fields
 
 
@@ -76,8 +78,11 @@ def online_shift(block: s_tir.SBlock) -> OnlineShift | None:
     if fields is None:
         return None
     if not isinstance(fields.get("streamed"), bool):
-        raise ContractError(f"block {block.name_hint}", f'annotation "{SHIFT_KEY}" needs a boolean "streamed", '
-                            f"not {fields.get('streamed')!r}", "OnlineSoftmax")
+        raise ContractError(
+            f"block {block.name_hint}",
+            f'annotation "{SHIFT_KEY}" needs a boolean "streamed", not {fields.get("streamed")!r}',
+            "OnlineSoftmax",
+        )
     return OnlineShift(str(fields["shift"]), str(fields["previous"]), bool(fields["streamed"]))
 
 

@@ -152,10 +152,12 @@ class SharedLayoutDecision:
             before=_counts(fields.get("before"), where), after=_counts(fields.get("after"), where),
             why=_text(fields.get("why", ""), where, "why"))
         if kind == NVMMA and decision.swizzle_bytes not in NVMMA_SWIZZLES:
-            raise SharedLayoutError(where, f"swizzle_bytes must be one of {NVMMA_SWIZZLES}, not {decision.swizzle_bytes}")
+            raise SharedLayoutError(where, f"swizzle_bytes must be one of {NVMMA_SWIZZLES}, not {decision.swizzle_bytes}")  # noqa: E501
         if kind == PADDED and decision.pad % decision.vector:
-            raise SharedLayoutError(where, f"a padding of {decision.pad} breaks the {decision.vector}-element "
-                                    "alignment of the vector accesses")
+            raise SharedLayoutError(
+                where,
+                f"a padding of {decision.pad} breaks the {decision.vector}-element alignment of the vector accesses",
+            )
         return decision
 
 

@@ -194,8 +194,8 @@ class TileDecision:
     dots: dict[str, DotMark] = field(default_factory=dict)          # block name -> DotMark
     scans: dict[str, ScanMark] = field(default_factory=dict)        # block name -> ScanMark
     not_dots: dict[str, NotDot] = field(default_factory=dict)       # block name -> NotDot
-    bounds: dict[int, tuple] = field(default_factory=dict)          # loop var handle -> (min, extent) of a windowed loop
-    deterministic: bool = False                                     # the root block carries the promise
+    bounds: dict[int, tuple] = field(default_factory=dict)  # loop var handle -> (min, extent) of a windowed loop
+    deterministic: bool = False  # the root block carries the promise
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -255,7 +255,7 @@ def write_decision(func: tirx.PrimFunc, decision: TileDecision) -> tirx.PrimFunc
             extra[LOOP_KEY] = _loop_value(decision.loops[key])
         if key in decision.kernels:
             extra[KERNEL_KEY] = _kernel_value(decision.kernels[key])
-        if key in decision.bounds:   # a windowed walk: the loop visits the tiles its TileWindow names
+        if key in decision.bounds:  # a windowed walk: the loop visits the tiles its TileWindow names
             start, extent = decision.bounds[key]
             loop = tirx.For(loop.loop_var, start, extent, loop.kind, loop.body, loop.thread_binding, loop.annotations)
         return _with_annotations(loop, extra) if extra else loop
@@ -326,8 +326,15 @@ def loop_tile(loop: tirx.For) -> LoopTile | None:
     if not isinstance(extent, tirx.Expr) or not str(extent.ty.dtype).startswith("int"):
         raise ContractError(where, f"a tile axis's extent must be an integer expression, not {extent!r}")
     outer = fields.get("outer")
-    return LoopTile(role, _text(fields.get("axis"), where, "axis"), _text(fields.get("block"), where, "block"),
-                    size, extent, _text(outer, where, "outer") if outer is not None else None, carries)
+    return LoopTile(
+        role,
+        _text(fields.get("axis"), where, "axis"),
+        _text(fields.get("block"), where, "block"),
+        size,
+        extent,
+        _text(outer, where, "outer") if outer is not None else None,
+        carries,
+    )
 
 
 def _offset(value, where: str, what: str) -> int | None:
@@ -343,8 +350,11 @@ def _window_from(raw, where: str) -> TileWindow:
     if not hasattr(raw, "items"):
         raise ContractError(where, f"a tile window must be a dict, not {raw!r}")
     fields = dict(raw.items())
-    window = TileWindow(_text(fields.get("rows"), where, "window rows"), _offset(fields.get("low"), where, "low"),
-                        _offset(fields.get("high"), where, "high"))
+    window = TileWindow(
+        _text(fields.get("rows"), where, "window rows"),
+        _offset(fields.get("low"), where, "low"),
+        _offset(fields.get("high"), where, "high"),
+    )
     if window.low is None and window.high is None:
         raise ContractError(where, "a tile window needs a low or a high bound")
     if window.low is not None and window.high is not None and window.low > window.high:
@@ -359,14 +369,17 @@ def _kernel_from(raw, where: str) -> KernelTile:
     group_m = fields.get("group_m")
     warps = _positive_int(fields.get("num_warps", LIMITS.default_num_warps), where, "num_warps")
     if warps & (warps - 1) or warps > LIMITS.max_num_warps:
-        raise ContractError(where, f"num_warps {warps} is not a power of two up to {LIMITS.max_num_warps} (Triton "
-                            "compiles only those)")
-    return KernelTile(warps,
-                      _positive_int(fields.get("num_stages", LIMITS.default_num_stages), where, "num_stages"),
-                      _positive_int(group_m, where, "group_m") if group_m is not None else None,
-                      tuple(_text(r, where, "registers") for r in fields.get("registers", ())),
-                      tuple(_text(r, where, "spilled") for r in fields.get("spilled", ())),
-                      tuple(_pin_from(p, where) for p in fields.get("pins", ())))
+        raise ContractError(
+            where, f"num_warps {warps} is not a power of two up to {LIMITS.max_num_warps} (Triton compiles only those)"
+        )
+    return KernelTile(
+        warps,
+        _positive_int(fields.get("num_stages", LIMITS.default_num_stages), where, "num_stages"),
+        _positive_int(group_m, where, "group_m") if group_m is not None else None,
+        tuple(_text(r, where, "registers") for r in fields.get("registers", ())),
+        tuple(_text(r, where, "spilled") for r in fields.get("spilled", ())),
+        tuple(_pin_from(p, where) for p in fields.get("pins", ())),
+    )
 
 
 def _pin_from(raw, where: str) -> Pin:
@@ -420,8 +433,9 @@ def scan_mark(block: s_tir.SBlock) -> ScanMark | None:
     combiner = _text(fields.get("combiner"), where, "scan combiner")
     if combiner not in SCAN_COMBINERS:
         raise ContractError(where, f"scan combiner must be one of {', '.join(SCAN_COMBINERS)}, not {combiner!r}")
-    return ScanMark(_text(fields.get("buffer"), where, "scan buffer"), _text(fields.get("axis"), where, "scan axis"),
-                    combiner)
+    return ScanMark(
+        _text(fields.get("buffer"), where, "scan buffer"), _text(fields.get("axis"), where, "scan axis"), combiner
+    )
 
 
 def split_value(mark: SplitMark) -> dict:

@@ -311,7 +311,7 @@ def as_module(func_or_module, func_name: str | None = None) -> tvm.IRModule:
             raise FrontendError("the IRModule holds no PrimFunc")
         if func_name is None:
             if len(funcs) > 1:
-                raise FrontendError(f"the IRModule holds several PrimFuncs ({', '.join(sorted(funcs))}); pass func_name=")
+                raise FrontendError(f"the IRModule holds several PrimFuncs ({', '.join(sorted(funcs))}); pass func_name=")  # noqa: E501
             func_name = next(iter(funcs))
         if func_name not in funcs:
             raise FrontendError(f"the IRModule has no PrimFunc '{func_name}' (it has {', '.join(sorted(funcs))})")

@@ -31,22 +31,42 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from tir_passes.analyses.bank_conflicts import (BANK_BYTES, BANKS, SharedAccess, analyze, count_wavefronts, lower_for_cuda,
-                             tensor_core_reads, wavefronts_under)
+from tir_passes.analyses.bank_conflicts import (
+    BANK_BYTES,
+    BANKS,
+    SharedAccess,
+    analyze,
+    count_wavefronts,
+    lower_for_cuda,
+    tensor_core_reads,
+    wavefronts_under,
+)
 from tir_passes.analyses.layout_proofs import injection_problems
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.pass_util import replace_block, s_tir_pass
-from tir_passes.contracts.shared_layout import (KEY, KINDS, NVMMA, NVMMA_SWIZZLES, PADDED, SWIZZLED, UNCHANGED, Counts,
-                            SharedLayoutDecision)
+from tir_passes.contracts.shared_layout import (
+    KEY,
+    KINDS,
+    NVMMA,
+    NVMMA_SWIZZLES,
+    PADDED,
+    SWIZZLED,
+    UNCHANGED,
+    Counts,
+    SharedLayoutDecision,
+)
 
 GLUON_LAYOUTS = (PADDED, SWIZZLED, NVMMA)
-MAX_PADDING_OVERHEAD = 16   # a padding above 1/16 of the tile's memory ranks below an XOR swizzle
-ALIGN_KEY = "buffer_dim_align"   # where s_tir's storage_align records a padding on the block
+MAX_PADDING_OVERHEAD = 16  # a padding above 1/16 of the tile's memory ranks below an XOR swizzle
+ALIGN_KEY = "buffer_dim_align"  # where s_tir's storage_align records a padding on the block
 
 # the prefix of TVM's s_tir pipeline (tvm/s_tir/pipeline.py) that places shared buffers and
 # compacts them, applying storage_align: after it a staged buffer carries the strides TVM uses
-_COMPACTION = (s_tir.transform.PlanAndUpdateBufferAllocationLocation, s_tir.transform.ConvertBlocksToOpaque,
-               s_tir.transform.CompactBufferAllocation)
+_COMPACTION = (
+    s_tir.transform.PlanAndUpdateBufferAllocationLocation,
+    s_tir.transform.ConvertBlocksToOpaque,
+    s_tir.transform.CompactBufferAllocation,
+)
 
 
 def _staging_blocks(func: tirx.PrimFunc) -> list[tuple[str, object]]:
@@ -81,8 +101,10 @@ def _compacted_buffer(mod: tvm.IRModule, name: str):
     """The staged buffer as TVM lays it out: the tile's shape and its (padded) strides."""
     compacted = tvm.transform.Sequential([make() for make in _COMPACTION])(mod)
     found: list = []
-    tvm_ffi.structural_walk(compacted["main"].body,
-                            (s_tir.SBlock, lambda block: found.extend(b for b in block.alloc_buffers if b.name == name)))
+    tvm_ffi.structural_walk(
+        compacted["main"].body,
+        (s_tir.SBlock, lambda block: found.extend(b for b in block.alloc_buffers if b.name == name)),
+    )
     return found[0]
 
 
@@ -91,8 +113,10 @@ def _allocated_elements(mod: tvm.IRModule, name: str) -> int | None:
     there is no such single flat allocation (e.g. merged with another buffer's)."""
     found: list = []
     for kernel in lower_for_cuda(mod):
-        tvm_ffi.structural_walk(kernel.body, (tirx.AllocBuffer,
-                                              lambda alloc: found.append(alloc.buffer) if alloc.buffer.name == name else None))
+        tvm_ffi.structural_walk(
+            kernel.body,
+            (tirx.AllocBuffer, lambda alloc: found.append(alloc.buffer) if alloc.buffer.name == name else None),
+        )
     if len(found) != 1 or len(found[0].shape) != 1:
         return None
     return int(found[0].shape[0])
@@ -111,8 +135,9 @@ def padded_layout_problems(shape: list[int], strides: list[int], allocated: int 
         return [f"TVM's layout of the {tuple(shape)} tile has no padded strides"]
     if allocated is None:
         return ["TVM's CUDA build has no single shared allocation of the tile to check"]
-    address = tirx.IndexMap.from_func(lambda *index: (sum(i * s for i, s in zip(index, strides)),), ndim=len(shape),
-                                      index_dtype="int32")
+    address = tirx.IndexMap.from_func(
+        lambda *index: (sum(i * s for i, s in zip(index, strides)),), ndim=len(shape), index_dtype="int32"
+    )
     index = tirx.IndexMap.from_func(lambda flat: _unflatten(flat, strides), ndim=1, index_dtype="int32")
     return injection_problems(address, index, shape, [allocated])
 
@@ -127,7 +152,6 @@ def _unflatten(address, strides: list[int]) -> list:
     return indices
 
 
-
 # --- candidates ------------------------------------------------------------------------------------
 def _candidates(base: SharedLayoutDecision, layouts: tuple[str, ...], tensor_core: bool) -> list[SharedLayoutDecision]:
     """Every layout worth counting for the tile: paddings that keep the vector alignment, XOR
@@ -136,10 +160,13 @@ def _candidates(base: SharedLayoutDecision, layouts: tuple[str, ...], tensor_cor
     found = [base]
     if tensor_core:
         if NVMMA in layouts and len(base.tile) == 2:
-            found += [replace(base, kind=NVMMA, swizzle_bytes=width) for width in NVMMA_SWIZZLES
-                      if width and width <= row * elem and (row * elem) % width == 0 and base.rows >= 8]
+            found += [
+                replace(base, kind=NVMMA, swizzle_bytes=width)
+                for width in NVMMA_SWIZZLES
+                if width and width <= row * elem and (row * elem) % width == 0 and base.rows >= 8
+            ]
         return found
-    bank_row = BANKS * BANK_BYTES // elem           # elements in one pass over the 32 banks
+    bank_row = BANKS * BANK_BYTES // elem  # elements in one pass over the 32 banks
     if PADDED in layouts:
         pad = max(base.vector, BANK_BYTES // elem)  # one bank word, or a whole vector
         while pad <= bank_row // 2:
@@ -177,8 +204,14 @@ def _rank(layout: SharedLayoutDecision):
     waste = layout.allocated_elements - layout.rows * layout.row
     wasteful = waste * MAX_PADDING_OVERHEAD > layout.rows * layout.row
     order = {UNCHANGED: 0, PADDED: 1 if not wasteful else 3, NVMMA: 2, SWIZZLED: 2}[layout.kind]
-    return (layout.after.conflicts, order, waste, layout.swizzle_bytes and -layout.swizzle_bytes,
-            layout.vec * layout.max_phase, layout.per_phase)
+    return (
+        layout.after.conflicts,
+        order,
+        waste,
+        layout.swizzle_bytes and -layout.swizzle_bytes,
+        layout.vec * layout.max_phase,
+        layout.per_phase,
+    )
 
 
 # --- consumers -------------------------------------------------------------------------------------
@@ -227,12 +260,19 @@ def as_issued(access: SharedAccess, element: int) -> SharedAccess:
     if vector <= access.vector or access.executions % (vector // access.vector):
         return access
     wavefronts, ideal = count_wavefronts([e * element for e in access.elements], element * vector)
-    return replace(access, bytes_per_lane=element * vector, wavefronts=wavefronts, ideal=ideal, vector=vector,
-                   executions=access.executions // (vector // access.vector))
+    return replace(
+        access,
+        bytes_per_lane=element * vector,
+        wavefronts=wavefronts,
+        ideal=ideal,
+        vector=vector,
+        executions=access.executions // (vector // access.vector),
+    )
 
 
-def choose_layout(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...] = (PADDED,),
-                  vectorize_runs: bool = False) -> SharedLayoutDecision:
+def choose_layout(
+    func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...] = (PADDED,), vectorize_runs: bool = False
+) -> SharedLayoutDecision:
     """The staged tile's layout with the fewest conflicts (the model's count over every access of
     the buffer, on the row-major tile of TVM's build), ranked as `_rank` says. With
     `vectorize_runs`, accesses are counted as the Gluon backend issues them (as_issued), and a
@@ -256,8 +296,10 @@ def choose_layout(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...]
 
 def _why(layout: SharedLayoutDecision, tensor_core: bool) -> str:
     before, after = layout.before, layout.after
-    numbers = (f"{before.worst} -> {after.worst} wavefront(s) per request at worst, {before.conflicts} -> "
-               f"{after.conflicts} conflicts per warp")
+    numbers = (
+        f"{before.worst} -> {after.worst} wavefront(s) per request at worst, {before.conflicts} -> "
+        f"{after.conflicts} conflicts per warp"
+    )
     reader = "read by tensor cores (modelled as ldmatrix.x4)" if tensor_core else "read and written by the threads"
     vector = f"; accesses of {layout.vector} elements per lane keep their alignment" if layout.vector > 1 else ""
     if layout.kind == UNCHANGED:
@@ -268,7 +310,9 @@ def _why(layout: SharedLayoutDecision, tensor_core: bool) -> str:
     return f"{layout.buffer}: {layout.describe()} ({reader}, {cost}): {numbers}{vector}"
 
 
-def _proven_padding(func: tirx.PrimFunc, block: str, buf, layout: SharedLayoutDecision) -> tuple[tvm.IRModule, str | None]:
+def _proven_padding(
+    func: tirx.PrimFunc, block: str, buf, layout: SharedLayoutDecision
+) -> tuple[tvm.IRModule, str | None]:
     """The function with the padding applied (storage_align) and whatever is not proven of the
     layout TVM builds (None when proven)."""
     padded = _padded(func, block, buf, layout.pad)
@@ -277,8 +321,10 @@ def _proven_padding(func: tirx.PrimFunc, block: str, buf, layout: SharedLayoutDe
     if problems:
         return padded, "; ".join(problems)
     highest = sum((extent - 1) * stride for extent, stride in zip(shape, strides))
-    return padded, (f"proven on TVM's layout of the {'x'.join(map(str, shape))} tile, strides {tuple(strides)}: one "
-                    f"address per element, the highest ({highest}) inside the {allocated}-element allocation")
+    return padded, (
+        f"proven on TVM's layout of the {'x'.join(map(str, shape))} tile, strides {tuple(strides)}: one "
+        f"address per element, the highest ({highest}) inside the {allocated}-element allocation"
+    )
 
 
 def _decide(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...]) -> tirx.PrimFunc:
@@ -290,8 +336,13 @@ def _decide(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...]) -> t
         if proof.startswith("proven"):
             current, layout = padded["main"], replace(layout, why=f"{layout.why}; {proof}")
         else:
-            layout = replace(layout, kind=UNCHANGED, pad=0, after=layout.before,
-                             why=f"{buf.name}: kept unpadded: a padding of {layout.pad} element(s) was not proven ({proof})")
+            layout = replace(
+                layout,
+                kind=UNCHANGED,
+                pad=0,
+                after=layout.before,
+                why=f"{buf.name}: kept unpadded: a padding of {layout.pad} element(s) was not proven ({proof})",
+            )
     if replaced:
         layout = replace(layout, why=f"{layout.why}; replaces the schedule's storage_align {replaced}")
     return _annotated(current, block, layout)
@@ -316,6 +367,7 @@ def _without_storage_align(func: tirx.PrimFunc, block: str) -> tuple[tirx.PrimFu
 
 def _annotated(func: tirx.PrimFunc, block: str, layout: SharedLayoutDecision) -> tirx.PrimFunc:
     """`func` with the staging block carrying the decision (the contract's only writer)."""
+
     def annotate(node: s_tir.SBlock) -> s_tir.SBlock:
         if node.name_hint != block:
             return node
@@ -343,4 +395,3 @@ def BankConflictFreeTiling(layouts: tuple[str, ...] = (PADDED,)):
     if unknown:
         raise ValueError(f"unknown shared layouts {unknown}; choose from {KINDS}")
     return s_tir_pass("BankConflictFreeTiling", lambda func: bank_conflict_free_tiling(func, tuple(layouts)))
-

@@ -49,12 +49,18 @@ def _accesses(block: s_tir.SBlock, buf) -> list:
 
 def _nest_accesses(stmt, buf) -> list[tuple[tuple[tirx.For, ...], s_tir.SBlockRealize, object]]:
     """(enclosing loops, realize, access) for every access of `buf` in a nest."""
-    return [(loops, realize, access) for realize, loops in block_sites(stmt) for access in _accesses(realize.block, buf)]
+    return [
+        (loops, realize, access) for realize, loops in block_sites(stmt) for access in _accesses(realize.block, buf)
+    ]
 
 
 def _contiguous_axis(loops, realize, access) -> int | None:
     """The buffer axis indexed by the innermost loop that indexes it directly."""
-    bound = {v.__chandle__(): iv.var for iv, v in zip(realize.block.iter_vars, realize.iter_values) if isinstance(v, tirx.Var)}
+    bound = {
+        v.__chandle__(): iv.var
+        for iv, v in zip(realize.block.iter_vars, realize.iter_values)
+        if isinstance(v, tirx.Var)
+    }
     for loop in reversed(loops):
         iter_var = bound.get(loop.loop_var.__chandle__())
         if iter_var is None:
@@ -67,8 +73,9 @@ def _contiguous_axis(loops, realize, access) -> int | None:
 
 def permutation_map(permutation: list[int]) -> tirx.IndexMap:
     # NOTE: int32 indices: the IndexMap default (int64) breaks transform_layout on int32 buffers
-    return tirx.IndexMap.from_func(lambda *axes: tuple(axes[p] for p in permutation), ndim=len(permutation),
-                                   index_dtype="int32")
+    return tirx.IndexMap.from_func(
+        lambda *axes: tuple(axes[p] for p in permutation), ndim=len(permutation), index_dtype="int32"
+    )
 
 
 def _block_accesses(func: tirx.PrimFunc, name: str) -> list[tuple[s_tir.SBlock, list]]:
@@ -77,6 +84,7 @@ def _block_accesses(func: tirx.PrimFunc, name: str) -> list[tuple[s_tir.SBlock, 
     tvm_ffi.structural_walk(func.body, (s_tir.SBlock, blocks.append))
     found = []
     for block in blocks:
+
         def record(node, visitor, block=block):
             buf = node.buffer if isinstance(node, tirx.BufferStore) else node.source
             if buf.name == name:
@@ -86,8 +94,13 @@ def _block_accesses(func: tirx.PrimFunc, name: str) -> list[tuple[s_tir.SBlock, 
         # a nested block's accesses belong to that block: do not descend into it here
         for part in (block.init, block.body):
             if part is not None:
-                tvm_ffi.structural_visit(part, [((tvm.ir.TensorLoad, tirx.BufferStore), record),
-                                                (s_tir.SBlockRealize, lambda realize, visitor: None)])
+                tvm_ffi.structural_visit(
+                    part,
+                    [
+                        ((tvm.ir.TensorLoad, tirx.BufferStore), record),
+                        (s_tir.SBlockRealize, lambda realize, visitor: None),
+                    ],
+                )
     return found
 
 
@@ -100,11 +113,13 @@ def rewrite_problems(before: tirx.PrimFunc, after: tirx.PrimFunc, name: str, for
     problems = []
     for (old_block, old_indices), (new_block, new_indices) in zip(old, new):
         rename = {n.var.__chandle__(): o.var for n, o in zip(new_block.iter_vars, old_block.iter_vars)}
-        renamed = [tvm_ffi.structural_map(i, (tirx.Var, lambda v: rename.get(v.__chandle__(), v))) for i in new_indices]
+        renamed = [tvm_ffi.structural_map(i, (tirx.Var, lambda v: rename.get(v.__chandle__(), v))) for i in new_indices]  # noqa: B023 - used in this iteration
         expected = forward.map_indices(old_indices)
         if not equal_indices(analyzer, renamed, expected):
-            problems.append(f"block {old_block.name_hint}: {name}[{_text(old_indices)}] was rewritten to "
-                            f"{name}[{_text(renamed)}], not {name}[{_text(expected)}]")
+            problems.append(
+                f"block {old_block.name_hint}: {name}[{_text(old_indices)}] was rewritten to "
+                f"{name}[{_text(renamed)}], not {name}[{_text(expected)}]"
+            )
     return problems
 
 
@@ -117,14 +132,19 @@ def layout_problems(before: tirx.PrimFunc, after: tirx.PrimFunc, name: str, perm
     old_shape, new_shape = _static_shape(before, name), _static_shape(after, name)
     problems = []
     if new_shape != [old_shape[p] for p in permutation]:
-        problems.append(f"the new shape {tuple(new_shape)} is not the permutation {tuple(permutation)} "
-                        f"of {tuple(old_shape)}")
+        problems.append(
+            f"the new shape {tuple(new_shape)} is not the permutation {tuple(permutation)} of {tuple(old_shape)}"
+        )
     forward = permutation_map(permutation)
     try:
         inverse = forward.inverse(old_shape)
     except tvm.error.InternalError as err:  # TVM refuses to invert what it sees is not a bijection
         return problems + [f"TVM cannot invert the map: {first_line(err)}"]
-    return problems + bijection_problems(forward, inverse, old_shape, new_shape) + rewrite_problems(before, after, name, forward)
+    return (
+        problems
+        + bijection_problems(forward, inverse, old_shape, new_shape)
+        + rewrite_problems(before, after, name, forward)
+    )
 
 
 def _root_buffer(func: tirx.PrimFunc, name: str):
@@ -156,15 +176,23 @@ def _decide(func: tirx.PrimFunc, buf, statements) -> LayoutDecision:
         walked = f"its accesses already walk the last axis: {count} of {sum(votes.values())}"
         return LayoutDecision(buf.name, None, reason=walked)
     permutation = tuple(a for a in range(len(shape)) if a != axis) + (axis,)
-    return LayoutDecision(buf.name, permutation, tuple(shape), f"{count} of {sum(votes.values())} accesses walk axis "
-                          f"{axis} in their innermost loop, which is now unit-stride")
+    return LayoutDecision(
+        buf.name,
+        permutation,
+        tuple(shape),
+        f"{count} of {sum(votes.values())} accesses walk axis {axis} in their innermost loop, which is now unit-stride",
+    )
 
 
 def _transformed(func: tirx.PrimFunc, name: str, index_map: tirx.IndexMap) -> tirx.PrimFunc:
     """`func` with buffer `name` laid out by `index_map` (TVM rewrites its allocation and accesses)."""
     sch = s_tir.Schedule(func)
-    writer = next(r.block.name_hint for stmt in top_level_statements(func)
-                  for _, r, a in _nest_accesses(stmt, _root_buffer(func, name)) if isinstance(a, tirx.BufferStore))
+    writer = next(
+        r.block.name_hint
+        for stmt in top_level_statements(func)
+        for _, r, a in _nest_accesses(stmt, _root_buffer(func, name))
+        if isinstance(a, tirx.BufferStore)
+    )
     sch.transform_layout(sch.get_sblock(writer), name, index_map)
     return sch.mod["main"]
 
@@ -185,8 +213,11 @@ def _relayout(func: tirx.PrimFunc, name: str) -> tuple[tirx.PrimFunc, LayoutDeci
 
 def layout_buffers(func: tirx.PrimFunc) -> tirx.PrimFunc:
     statements = top_level_statements(func)
-    shared = [b.name for b in root_block(func).alloc_buffers
-              if sum(1 for stmt in statements if _nest_accesses(stmt, b)) >= 2 and str(b.scope()) == "global"]
+    shared = [
+        b.name
+        for b in root_block(func).alloc_buffers
+        if sum(1 for stmt in statements if _nest_accesses(stmt, b)) >= 2 and str(b.scope()) == "global"
+    ]
     if not shared:
         return func
     decisions = []

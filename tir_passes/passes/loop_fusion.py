@@ -59,7 +59,9 @@ def _writes(block) -> list:
 
 def _reads_of(block: s_tir.SBlock, buf) -> list:
     loads: list = []
-    tvm_ffi.structural_walk(block.body, (tvm.ir.TensorLoad, lambda l: loads.append(l) if l.source.same_as(buf) else None))
+    tvm_ffi.structural_walk(
+        block.body, (tvm.ir.TensorLoad, lambda l: loads.append(l) if l.source.same_as(buf) else None)
+    )
     return loads
 
 
@@ -74,18 +76,32 @@ def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: 
         try:
             sch.compute_inline(sch.get_sblock(block.name_hint))
         except ScheduleError as err:
-            decisions.append(FusionStep(INLINE, (block.name_hint,), taken=False,
-                                        reason=f"TVM cannot inline it ({first_line(err, 160)})"))
+            decisions.append(
+                FusionStep(
+                    INLINE, (block.name_hint,), taken=False, reason=f"TVM cannot inline it ({first_line(err, 160)})"
+                )
+            )
             continue
-        decisions.append(FusionStep(INLINE, (block.name_hint,), buffers=(written[0].name,),
-                                    reason="elementwise producer", bytes_saved=saved_bytes(written[0])))
+        decisions.append(
+            FusionStep(
+                INLINE,
+                (block.name_hint,),
+                buffers=(written[0].name,),
+                reason="elementwise producer",
+                bytes_saved=saved_bytes(written[0]),
+            )
+        )
 
 
 def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False) -> tirx.Var | None:
     """The block variable bound to exactly `loop_var`, if any: a spatial one, or with `streams`
     (a block of an online nest, which folds its reduction axis tile by tile) a reduction one too."""
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-        if isinstance(value, tirx.Var) and value.same_as(loop_var) and (iv.iter_type == tirx.IterVar.DataPar or streams):
+        if (
+            isinstance(value, tirx.Var)
+            and value.same_as(loop_var)
+            and (iv.iter_type == tirx.IterVar.DataPar or streams)
+        ):
             return iv.var
     return None
 
@@ -98,7 +114,9 @@ def _streams(block: s_tir.SBlock) -> bool:
 
 def _realize_of(sch: s_tir.Schedule, name: str) -> s_tir.SBlockRealize:
     found: list = []
-    tvm_ffi.structural_walk(sch.mod["main"].body, (s_tir.SBlockRealize, lambda r: found.append(r) if r.block.name_hint == name else None))
+    tvm_ffi.structural_walk(
+        sch.mod["main"].body, (s_tir.SBlockRealize, lambda r: found.append(r) if r.block.name_hint == name else None)
+    )
     return found[0]
 
 
@@ -118,14 +136,20 @@ def shared_depth(sch: s_tir.Schedule, producer: str, consumer: str, buf) -> tupl
         c_var = _identity_var(c_real, c_loops[axis].loop_var, _streams(c_real.block))
         if p_var is None or c_var is None or not store.indices[axis].same_as(p_var):
             break
-        mismatch = next((r for r in reads if not (isinstance(r.indices[axis], tirx.Var) and r.indices[axis].same_as(c_var))), None)
+        mismatch = next(
+            (r for r in reads if not (isinstance(r.indices[axis], tirx.Var) and r.indices[axis].same_as(c_var))), None
+        )
         if mismatch is not None:
             index = ", ".join(str(i) for i in mismatch.indices)
-            reason = (f"{consumer} reads {buf.name}[{index}], not the element of the shared axis it computes "
-                      f"({c_var.name}): fusing would need values another program computes")
+            reason = (
+                f"{consumer} reads {buf.name}[{index}], not the element of the shared axis it computes "
+                f"({c_var.name}): fusing would need values another program computes"
+            )
             break
         if not tvm_ffi.structural_equal(p_loops[axis].extent, c_loops[axis].extent):
-            reason = f"the axis has extent {p_loops[axis].extent} in {producer} but {c_loops[axis].extent} in {consumer}"
+            reason = (
+                f"the axis has extent {p_loops[axis].extent} in {producer} but {c_loops[axis].extent} in {consumer}"
+            )
             break
         depth += 1
     return (depth, "") if depth else (0, reason)
@@ -199,8 +223,10 @@ def _over_register_budget(producer: s_tir.SBlock, written: list, depth: int) -> 
         return ""
     # a tl.dot computes at least LIMITS.dot_min_block rows of the result at once
     size = row * (LIMITS.dot_min_block if contraction else 1) if row is not None else "a symbolic number of"
-    return (f"{', '.join(buf.name for buf in written)} would keep {size} elements per shared-axis point in registers, "
-            f"over the budget of {LIMITS.register_row_elements}")
+    return (
+        f"{', '.join(buf.name for buf in written)} would keep {size} elements per shared-axis point in registers, "
+        f"over the budget of {LIMITS.register_row_elements}"
+    )
 
 
 def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions: list[FusionStep]) -> str:
@@ -211,8 +237,16 @@ def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions:
         sch.compute_at(sch.get_sblock(producer.name_hint), loop, preserve_unit_loops=False)
     except ScheduleError as err:
         return f"TVM refuses ({first_line(err, 160)})"
-    decisions.append(FusionStep(FUSE, (producer.name_hint,), (consumer,), tuple(buf.name for buf in kept),
-                                bytes_saved=saved_bytes(*kept), depth=depth))
+    decisions.append(
+        FusionStep(
+            FUSE,
+            (producer.name_hint,),
+            (consumer,),
+            tuple(buf.name for buf in kept),
+            bytes_saved=saved_bytes(*kept),
+            depth=depth,
+        )
+    )
     return ""
 
 
@@ -230,11 +264,16 @@ def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: 
     merge). '' or why not."""
     nest, consumers = _nest_blocks(sch, producer.name_hint), _nest_blocks(sch, consumer)
     overwritten = _overwritten(sch, nest, consumers) if consumers != [consumer] else ""
-    if overwritten:   # TVM's reverse_compute_at checks this itself; its merge does not
+    if overwritten:  # TVM's reverse_compute_at checks this itself; its merge does not
         return overwritten
     # every block of the consumer nest reads the producer nest's values only at the shared axes
-    read = [(name, reader, buf) for name in nest for buf in _writes(_realize_of(sch, name).block)
-            for reader in consumers if _reads_of(_realize_of(sch, reader).block, buf)]
+    read = [
+        (name, reader, buf)
+        for name in nest
+        for buf in _writes(_realize_of(sch, name).block)
+        for reader in consumers
+        if _reads_of(_realize_of(sch, reader).block, buf)
+    ]
     written = [(name, buf) for name, _, buf in read]
     depth, reason = min((shared_depth(sch, name, reader, buf) for name, reader, buf in read), key=lambda d: d[0])
     if not depth:
@@ -248,17 +287,28 @@ def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: 
     except ScheduleError as err:
         return f"TVM refuses ({first_line(err, 160)})"
     kept = list(dict.fromkeys(buf for _, buf in written))
-    decisions.append(FusionStep(MOVE if consumers == [consumer] else MERGE, tuple(consumers), tuple(nest),
-                                tuple(buf.name for buf in kept), bytes_saved=saved_bytes(*kept), depth=depth))
+    decisions.append(
+        FusionStep(
+            MOVE if consumers == [consumer] else MERGE,
+            tuple(consumers),
+            tuple(nest),
+            tuple(buf.name for buf in kept),
+            bytes_saved=saved_bytes(*kept),
+            depth=depth,
+        )
+    )
     return ""
 
 
 def _overwritten(sch, nest: list[str], consumers: list[str]) -> str:
     """Why the consumer nest cannot run inside the producer's: it writes what the producer nest
     reads or writes ('' when it does not)."""
-    touched = {buf.name for name in nest for region in (*_realize_of(sch, name).block.reads,
-                                                        *_realize_of(sch, name).block.writes)
-               for buf in (region.source,)}
+    touched = {
+        buf.name
+        for name in nest
+        for region in (*_realize_of(sch, name).block.reads, *_realize_of(sch, name).block.writes)
+        for buf in (region.source,)
+    }
     for reader in consumers:
         clash = sorted({buf.name for buf in _writes(_realize_of(sch, reader).block)} & touched)
         if clash:
@@ -285,12 +335,18 @@ def _shared_row_loops(a, b) -> int:
     realizes = [r for stmt in (a, b) for r in realizes_under(stmt)]
     depth = 0
     for x, y in zip(loops_a, loops_b):
-        plain = all(isinstance(loop.min, tirx.IntImm) and loop.min.value == 0 and not loop.annotations
-                    and loop.kind == tirx.ForKind.SERIAL for loop in (x, y))
+        plain = all(
+            isinstance(loop.min, tirx.IntImm)
+            and loop.min.value == 0
+            and not loop.annotations
+            and loop.kind == tirx.ForKind.SERIAL
+            for loop in (x, y)
+        )
         if not plain or not tvm_ffi.structural_equal(x.extent, y.extent):
             break
-        rows = all(_identity_var(r, x.loop_var) is not None or _identity_var(r, y.loop_var) is not None
-                   for r in realizes)
+        rows = all(
+            _identity_var(r, x.loop_var) is not None or _identity_var(r, y.loop_var) is not None for r in realizes
+        )
         if not rows:
             break
         depth += 1
@@ -303,13 +359,14 @@ def _merge_readers(sch: s_tir.Schedule, producer: s_tir.SBlock, decisions: list[
     producer then has one reader nest and fuses into it, like softmax's statistics (int8 row
     quantization's absmax, read by the scale's and the quantized values' nests)."""
     own = _nest_index(sch, producer.name_hint)
-    nests = sorted({_nest_index(sch, r) for buf in _writes(producer) for r in _readers(sch, buf, producer.name_hint)}
-                   - {own})
+    nests = sorted(
+        {_nest_index(sch, r) for buf in _writes(producer) for r in _readers(sch, buf, producer.name_hint)} - {own}
+    )
     if len(nests) < 2 or nests[0] < own:
         return False
     statements = top_level_statements(sch.mod["main"])
     first, second = statements[nests[0]], statements[nests[1]]
-    between = statements[nests[0] + 1:nests[1]]
+    between = statements[nests[0] + 1 : nests[1]]
     if not _independent(first, second) or not all(_independent(s, n) for s in between for n in (first, second)):
         return False
     depth = _shared_row_loops(first, second)
@@ -322,8 +379,16 @@ def _merge_readers(sch: s_tir.Schedule, producer: s_tir.SBlock, decisions: list[
     except ScheduleError:
         return False
     read = ", ".join(b.name for b in _writes(producer))
-    decisions.append(FusionStep(MERGE, (names[1],), (names[0],), bytes_saved=0, depth=depth,
-                                reason=f"both read {read} of {producer.name_hint}, independently"))
+    decisions.append(
+        FusionStep(
+            MERGE,
+            (names[1],),
+            (names[0],),
+            bytes_saved=0,
+            depth=depth,
+            reason=f"both read {read} of {producer.name_hint}, independently",
+        )
+    )
     return True
 
 
@@ -338,8 +403,12 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             if producer.name_hint in ("root",) or producer.name_hint in refused:
                 continue
             consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
-            if consumer is not None and not depth and "read by several nests" in reason \
-                    and _merge_readers(sch, producer, decisions):
+            if (
+                consumer is not None
+                and not depth
+                and "read by several nests" in reason
+                and _merge_readers(sch, producer, decisions)
+            ):
                 progress = True
                 break
             if consumer is None or not depth:
@@ -350,8 +419,9 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             else:
                 action, failure = FUSE, _fuse_one(sch, producer, consumer, depth, decisions)
             if failure:
-                refused[producer.name_hint] = FusionStep(action, (producer.name_hint,), (consumer,), taken=False,
-                                                         reason=failure)
+                refused[producer.name_hint] = FusionStep(
+                    action, (producer.name_hint,), (consumer,), taken=False, reason=failure
+                )
                 continue
             progress = True
             break
@@ -364,8 +434,9 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             decisions.append(FusionStep(FUSE, (producer.name_hint,), (consumer,), taken=False, reason=reason))
 
 
-def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisions: list[FusionStep],
-                            spec: GpuSpec) -> tirx.PrimFunc:
+def _recompute_contractions(
+    func: tirx.PrimFunc, intermediates: set[str], decisions: list[FusionStep], spec: GpuSpec
+) -> tirx.PrimFunc:
     """A contraction read by several later nests whose rows do not fit in registers is copied in
     front of each later reader (recompute.py), where recomputing beats the memory round trip."""
     index = 0
@@ -382,12 +453,20 @@ def _recompute_contractions(func: tirx.PrimFunc, intermediates: set[str], decisi
                     decisions.append(FusionStep(RECOMPUTE, (block.name_hint,), taken=False, reason=clobbered))
                 else:
                     statements = top_level_statements(func)
-                    readers_blocks = tuple(b.name_hint for i in readers for b in blocks_under(statements[i])
-                                           if _reads_of(b, buffer))
+                    readers_blocks = tuple(
+                        b.name_hint for i in readers for b in blocks_under(statements[i]) if _reads_of(b, buffer)
+                    )
                     func, copies = recompute_for_readers(func, index)
-                    decisions.append(FusionStep(RECOMPUTE, (block.name_hint,), readers_blocks,
-                                                (buffer.name,), reason=f"its rows do not fit in registers, and {why}",
-                                                copies=tuple(copies)))
+                    decisions.append(
+                        FusionStep(
+                            RECOMPUTE,
+                            (block.name_hint,),
+                            readers_blocks,
+                            (buffer.name,),
+                            reason=f"its rows do not fit in registers, and {why}",
+                            copies=tuple(copies),
+                        )
+                    )
         index += 1
     return func
 

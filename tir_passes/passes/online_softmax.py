@@ -24,7 +24,8 @@ with F = exp(c*(M_prev[r] - M[r])) (exactly 1 when the maximum did not move, so 
 gives no NaN), and Y restarting from zero where M_prev[r] is -inf: elements folded while the
 maximum was -inf were -inf themselves (their terms NaN), and add nothing once it is finite. That
 assumes, as flash attention does, that what those weights multiply is finite: the two-pass form
-computes 0 * V for them, NaN where V is Inf or NaN, which the restart drops. Per element this is ordinary TIR, and the numerics check compares it with the
+computes 0 * V for them, NaN where V is Inf or NaN, which the restart drops. Per element this is ordinary TIR, and
+the numerics check compares it with the
 input; the marks (online_contract.py) tell the later stages that a whole tile of j may be folded
 at once, which is what makes the rewrite pay.
 
@@ -56,7 +57,15 @@ from tir_passes.analyses.determinism import chunk_elements, narrowest_load
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.analyses.nest import blocks_under, call_name, is_self_load, is_zero, perfect_nest, unique_name
 from tir_passes.infra.pass_util import static_int
-from tir_passes.contracts.online_contract import DECISIONS_KEY, RESCALE_KEY, SHIFT_KEY, OnlineRescale, OnlineShift, rescale_value, shift_value
+from tir_passes.contracts.online_contract import (
+    DECISIONS_KEY,
+    RESCALE_KEY,
+    SHIFT_KEY,
+    OnlineRescale,
+    OnlineShift,
+    rescale_value,
+    shift_value,
+)
 from tir_passes.analyses.recompute import worth_recomputing
 from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, top_level_statements, with_root_block
 from tir_passes.contracts.tile_contract import LIMITS, row_fits_in_registers
@@ -71,12 +80,12 @@ class _Refused(Exception):
 # --- the max ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MaxNest:
-    index: int                          # position among the top-level statements
+    index: int  # position among the top-level statements
     realize: s_tir.SBlockRealize
     loops: list[tirx.For]
-    buffer: object                      # M
-    rows: list[tirx.IterVar]            # the spatial block variables, in M's axis order
-    axis: tirx.IterVar                  # the reduction variable j
+    buffer: object  # M
+    rows: list[tirx.IterVar]  # the spatial block variables, in M's axis order
+    axis: tirx.IterVar  # the reduction variable j
 
 
 def _reduce_vars(block: s_tir.SBlock) -> list[tirx.IterVar]:
@@ -87,9 +96,12 @@ def _plain_bindings(realize: s_tir.SBlockRealize, loops: list[tirx.For]) -> bool
     """Every block variable is bound to its own loop variable of the nest."""
     values = list(realize.iter_values)
     loop_vars = [loop.loop_var for loop in loops]
-    return (len(values) == len(loop_vars) and all(isinstance(v, tirx.Var) for v in values)
-            and all(any(v.same_as(lv) for lv in loop_vars) for v in values)
-            and len({v.__chandle__() for v in values}) == len(values))
+    return (
+        len(values) == len(loop_vars)
+        and all(isinstance(v, tirx.Var) for v in values)
+        and all(any(v.same_as(lv) for lv in loop_vars) for v in values)
+        and len({v.__chandle__() for v in values}) == len(values)
+    )
 
 
 def _update_operand(store: tirx.BufferStore, kind) -> object | None:
@@ -132,8 +144,11 @@ def max_nest(stmt, index: int) -> MaxNest | None:
 
 def _indexed_by(indices, ivs: list[tirx.IterVar]) -> bool:
     """The indices are exactly the block variables `ivs`, each once, in some order."""
-    return (len(indices) == len(ivs) and all(isinstance(i, tirx.Var) for i in indices)
-            and {i.__chandle__() for i in indices} == {iv.var.__chandle__() for iv in ivs})
+    return (
+        len(indices) == len(ivs)
+        and all(isinstance(i, tirx.Var) for i in indices)
+        and {i.__chandle__() for i in indices} == {iv.var.__chandle__() for iv in ivs}
+    )
 
 
 # --- degree of a term in exp(-c*M) -------------------------------------------------------------------
@@ -141,12 +156,12 @@ class _Scaling:
     """Reads a sum's term as a function of M: how M enters each exponential (a constant
     coefficient), and the term's degree in exp(-c*M). Everything it cannot read is refused."""
 
-    ANY = "any"   # a literal zero: homogeneous of every degree
+    ANY = "any"  # a literal zero: homogeneous of every degree
 
     def __init__(self, buffer):
         self.buffer = buffer
-        self.rates: list[float] = []   # c of each exponential, which must agree
-        self.loads: list = []          # the M loads, which must all be the same element
+        self.rates: list[float] = []  # c of each exponential, which must agree
+        self.loads: list = []  # the M loads, which must all be the same element
 
     def is_m(self, expr) -> bool:
         if isinstance(expr, tvm.ir.TensorLoad) and expr.source.same_as(self.buffer):
@@ -210,8 +225,9 @@ class _Scaling:
         if isinstance(expr, (tirx.Add, tirx.Sub)):
             return _same_degree(self.degree(expr.a), self.degree(expr.b))
         if call_name(expr) == "if_then_else" or isinstance(expr, tirx.Select):
-            cond, then, other = (expr.args if call_name(expr) == "if_then_else"
-                                 else (expr.condition, expr.true_value, expr.false_value))
+            cond, then, other = (
+                expr.args if call_name(expr) == "if_then_else" else (expr.condition, expr.true_value, expr.false_value)
+            )
             if _reads(cond, self.buffer):
                 return None
             return _same_degree(self.degree(then), self.degree(other))
@@ -244,10 +260,10 @@ class SumNest:
     loops: list[tirx.For]
     store: tirx.BufferStore
     term: object
-    rows: list[tirx.IterVar]    # the block variables that index M, in M's axis order
-    extra: list[tirx.IterVar]   # its other spatial variables (a contraction's output columns)
+    rows: list[tirx.IterVar]  # the block variables that index M, in M's axis order
+    extra: list[tirx.IterVar]  # its other spatial variables (a contraction's output columns)
     axis: tirx.IterVar
-    rate: float                 # c
+    rate: float  # c
 
 
 def sum_nest(stmt, index: int, mx: MaxNest) -> SumNest:
@@ -269,8 +285,10 @@ def sum_nest(stmt, index: int, mx: MaxNest) -> SumNest:
         raise _Refused(f"{name} sums over {reduce[0].dom}, the max over {mx.axis.dom}")
     scaling = _Scaling(mx.buffer)
     if scaling.degree(term) != 1 or not scaling.rates:
-        raise _Refused(f"{name}: its term is not proportional to exp(-c*{mx.buffer.name}) "
-                       "(each exp linear in it with one constant coefficient)")
+        raise _Refused(
+            f"{name}: its term is not proportional to exp(-c*{mx.buffer.name}) "
+            "(each exp linear in it with one constant coefficient)"
+        )
     if any(not math.isclose(rate, scaling.rates[0], rel_tol=1e-6) for rate in scaling.rates):
         raise _Refused(f"{name}: its exponentials scale {mx.buffer.name} by different factors {scaling.rates}")
     rows = _row_vars(scaling.loads, block, mx, name)
@@ -281,8 +299,12 @@ def sum_nest(stmt, index: int, mx: MaxNest) -> SumNest:
 
 def _zero_init(block: s_tir.SBlock, store: tirx.BufferStore) -> bool:
     init = block.init
-    return (isinstance(init, tirx.BufferStore) and init.buffer.same_as(store.buffer) and is_zero(init.value)
-            and all(tvm_ffi.structural_equal(a, b) for a, b in zip(init.indices, store.indices)))
+    return (
+        isinstance(init, tirx.BufferStore)
+        and init.buffer.same_as(store.buffer)
+        and is_zero(init.value)
+        and all(tvm_ffi.structural_equal(a, b) for a, b in zip(init.indices, store.indices))
+    )
 
 
 def _same_range(a: tvm.ir.Range, b: tvm.ir.Range) -> bool:
@@ -296,8 +318,9 @@ def _row_vars(loads: list, block: s_tir.SBlock, mx: MaxNest, name: str) -> list[
     for load in loads:
         if not all(tvm_ffi.structural_equal(a, b) for a, b in zip(load.indices, first)):
             raise _Refused(f"{name} reads several elements of {mx.buffer.name}")
-    if not all(isinstance(i, tirx.Var) and i.__chandle__() in spatial for i in first) or \
-            len({i.__chandle__() for i in first}) != len(first):
+    if not all(isinstance(i, tirx.Var) and i.__chandle__() in spatial for i in first) or len(
+        {i.__chandle__() for i in first}
+    ) != len(first):
         raise _Refused(f"{name} reads {mx.buffer.name}[{', '.join(map(str, first))}], not the row it sums")
     rows = [spatial[i.__chandle__()] for i in first]
     for row, max_row in zip(rows, mx.rows):
@@ -324,12 +347,19 @@ def _inline_exponentials(func, mx: MaxNest) -> tuple[tirx.PrimFunc, list[str]]:
     for block in blocks_under(root_block(func).body):
         written = [region.source for region in block.writes]
         spatial = all(iv.iter_type != REDUCE for iv in block.iter_vars) and block.init is None
-        if not spatial or len(written) != 1 or written[0].name not in intermediates or not _block_reads(block, mx.buffer):
+        if (
+            not spatial
+            or len(written) != 1
+            or written[0].name not in intermediates
+            or not _block_reads(block, mx.buffer)
+        ):
             continue
         try:
             sch.compute_inline(sch.get_sblock(block.name_hint))
         except ScheduleError as err:
-            raise _Refused(f"{block.name_hint} reads {mx.buffer.name} and TVM cannot inline it ({first_line(err, 120)})")
+            raise _Refused(
+                f"{block.name_hint} reads {mx.buffer.name} and TVM cannot inline it ({first_line(err, 120)})"
+            ) from None
         inlined.append(block.name_hint)
     return sch.mod["main"], inlined
 
@@ -382,8 +412,10 @@ def _worth_it(func, mx: MaxNest, sums: list[SumNest], spec: GpuSpec, determinist
         return f"rows of {extent} are longer than the deterministic chunk ({chunk})"
     producer = _contraction_producing(func, mx, spec)
     if producer is not None and not row_fits_in_registers(extent, contraction=True):
-        return (f"its elements are {producer}'s contraction, whose rows of {extent} do not fit in registers: "
-                "computed tile by tile (and again to normalize, LoopFusion)")
+        return (
+            f"its elements are {producer}'s contraction, whose rows of {extent} do not fit in registers: "
+            "computed tile by tile (and again to normalize, LoopFusion)"
+        )
     return None
 
 
@@ -410,8 +442,9 @@ def _movable(func, mx: MaxNest, sums: list[SumNest]) -> None:
             between = statements[index]
             name = ", ".join(b.name_hint for b in blocks_under(between))
             if _writes_of(between) & (reads | writes) or _reads_of(between) & writes:
-                raise _Refused(f"{name}, between the max and {s.realize.block.name_hint}, touches what it reads "
-                               "or writes")
+                raise _Refused(
+                    f"{name}, between the max and {s.realize.block.name_hint}, touches what it reads or writes"
+                )
 
 
 # --- building the online nest ----------------------------------------------------------------------
@@ -434,8 +467,12 @@ def _shift_block(mx: MaxNest, previous, buffers: dict) -> s_tir.SBlock:
     # every reason _worth_it takes a group for is a reason to walk the row in tiles: the mark says so to Tiling
     mark = OnlineShift(mx.buffer.name, previous.name, streamed=True)
     annotations = {**dict(block.annotations), SHIFT_KEY: shift_value(mark)}
-    return _with_regions(replace_block(block, body=tirx.SeqStmt([remember, store]), init=tirx.SeqStmt([init, start]),
-                                       annotations=annotations), buffers)
+    return _with_regions(
+        replace_block(
+            block, body=tirx.SeqStmt([remember, store]), init=tirx.SeqStmt([init, start]), annotations=annotations
+        ),
+        buffers,
+    )
 
 
 def _rescaled_block(s: SumNest, mx: MaxNest, previous, buffers: dict) -> s_tir.SBlock:
@@ -493,8 +530,9 @@ def _online_nest(mx: MaxNest, sums: list[SumNest], previous, buffers: dict) -> t
 def _rewrite(func, mx: MaxNest, sums: list[SumNest]) -> tirx.PrimFunc:
     root = root_block(func)
     taken = {b.name for b in root.alloc_buffers} | {p.name for p in func.params if tirx.is_buffer_var(p)}
-    previous = tirx.decl_buffer(mx.buffer.shape, mx.buffer.dtype, unique_name(f"{mx.buffer.name}_prev", taken),
-                                layout=None)
+    previous = tirx.decl_buffer(
+        mx.buffer.shape, mx.buffer.dtype, unique_name(f"{mx.buffer.name}_prev", taken), layout=None
+    )
     statements = top_level_statements(func)
     moved = {s.index for s in sums}
     buffers = {b: b for b in [*func.params, *root.alloc_buffers, previous] if tirx.is_buffer_var(b)}
@@ -524,8 +562,9 @@ def _try_group(func, index: int, decisions: list[str], spec: GpuSpec, determinis
         mx, sums = _group(inlined_func, _index_of(inlined_func, name))
         reason = _worth_it(inlined_func, mx, sums, spec, deterministic)
         if reason is None:
-            decisions.append(f"{name}: not online: its rows fit in one tile and no sum is a contraction over "
-                             f"{mx.axis.var.name}")
+            decisions.append(
+                f"{name}: not online: its rows fit in one tile and no sum is a contraction over {mx.axis.var.name}"
+            )
             return None
         _movable(inlined_func, mx, sums)
     except _Refused as why:
@@ -538,8 +577,11 @@ def _try_group(func, index: int, decisions: list[str], spec: GpuSpec, determinis
 
 
 def _index_of(func, block_name: str) -> int:
-    return next(i for i, stmt in enumerate(top_level_statements(func))
-                if any(b.name_hint == block_name for b in blocks_under(stmt)))
+    return next(
+        i
+        for i, stmt in enumerate(top_level_statements(func))
+        if any(b.name_hint == block_name for b in blocks_under(stmt))
+    )
 
 
 def online_softmax(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False) -> tirx.PrimFunc:

@@ -76,7 +76,9 @@ def split_decision(stmt, spec: GpuSpec) -> tuple[str, tirx.For, SplitPrice] | No
         return None
     loops, realize = nest
     block = realize.block
-    if block.init is None or str(block.body.buffer.dtype) != "float32" or SPLIT_KEY in block.annotations:
+    if block.init is None or not isinstance(block.body, tirx.BufferStore):
+        return None  # one value per block: a moments block (several stores) is no contraction
+    if str(block.body.buffer.dtype) != "float32" or SPLIT_KEY in block.annotations:
         return None
     axes = _axis_loops(loops, realize)
     if axes is None:

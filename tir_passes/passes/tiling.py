@@ -13,8 +13,10 @@ loops serially and the numerics check verifies the rewrite:
 then bounds each serial walk over a tile axis whose masked elements fold only identities to the
 tiles the current row tile needs (tile_window.py: causal attention stops at the diagonal; the TIR
 loop carries the upper bound, so the numerics check runs it), and writes every decision through
-the tiling contract (tile_contract.py), the only form the lowering reads: {"tile": {"role": ..., "axis": ..., "block": ..., "size": ..., "extent": ...,
-"outer": ...}} on loops (a serial walk's "window": {"rows", "low", "high"}), {"tile.kernel": {...}} on each kernel's outermost loop, {"tile.dot": ...}
+the tiling contract (tile_contract.py), the only form the lowering reads: {"tile": {"role": ..., "axis": ...,
+"block": ..., "size": ..., "extent": ...,
+"outer": ...}} on loops (a serial walk's "window": {"rows", "low", "high"}), {"tile.kernel": {...}} on each
+kernel's outermost loop, {"tile.dot": ...}
 on contraction blocks, {"tile.not_dot": {"reason", "detail"}} on a contraction that is not one. The root
 block's "tile.decisions" says, per kernel, what was decided and
 why (dependences that keep loops serial, values that go through memory). With
@@ -35,9 +37,22 @@ from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.analyses.nest import blocks_under, loop_sites, loops_under, unique_name
 from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
 from tir_passes.analyses.storage import decide_storage
-from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, PIN_WARPS, SERIAL, TILE, WARPS, DotMark,
-                                               KernelTile, LoopTile, Pin, ScanMark, TileDecision, is_tiled,
-                                               write_decision)
+from tir_passes.contracts.tile_contract import (
+    DECISIONS_KEY,
+    GRID,
+    PIN_WARPS,
+    SERIAL,
+    TILE,
+    WARPS,
+    DotMark,
+    KernelTile,
+    LoopTile,
+    Pin,
+    ScanMark,
+    TileDecision,
+    is_tiled,
+    write_decision,
+)
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 from tir_passes.passes.tiling_plan import KernelPlan, plan_kernel
 from tir_passes.contracts.fusion_record import recomputed_blocks
@@ -67,9 +82,9 @@ class _KernelApplier:
 
     def __init__(self, sch: s_tir.Schedule, plan: KernelPlan, decision: TileDecision):
         self.sch, self.plan, self.decision = sch, plan, decision
-        self.blocks: dict[str, str] = {}   # axis -> BLOCK constexpr
+        self.blocks: dict[str, str] = {}  # axis -> BLOCK constexpr
         self.block_names: set[str] = set()
-        self.axis_loops: dict[int, str] = {}   # pre-split loop handle -> axis name (for dot marks)
+        self.axis_loops: dict[int, str] = {}  # pre-split loop handle -> axis name (for dot marks)
 
     def block_of(self, axis: str, wanted: str | None) -> str:
         if axis not in self.blocks:
@@ -108,8 +123,9 @@ class _KernelApplier:
         outer, inner = self.sch.split(rv, [None, choice.size], preserve_unit_iters=True)
         outer_var, inner_var = self.sch.get(outer).loop_var, self.sch.get(inner).loop_var
         self.decision.loops[outer_var.__chandle__()] = LoopTile(self._role(loop), carries=carries)
-        self.decision.loops[inner_var.__chandle__()] = LoopTile(TILE, tile.axis, tile.block, tile.size, tile.extent,
-                                                                 outer=outer_var.name)
+        self.decision.loops[inner_var.__chandle__()] = LoopTile(
+            TILE, tile.axis, tile.block, tile.size, tile.extent, outer=outer_var.name
+        )
         return [(self._role(loop), outer), (TILE, inner)]
 
     def block_marks(self) -> None:
@@ -120,8 +136,9 @@ class _KernelApplier:
         self.decision.not_dots.update(self.plan.not_dots)
 
 
-def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool,
-                recomputed: frozenset[str]) -> list[str]:
+def _tile_kernel(
+    sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool, recomputed: frozenset[str]
+) -> list[str]:
     plan = plan_kernel(spec, stmt, deterministic, recomputed)
     whole_axes = {key: choice.axis for key, choice in plan.tiles.items() if choice.whole}
     storage = decide_storage(stmt, whole_axes)
@@ -131,15 +148,22 @@ def _tile_kernel(sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, d
         first = applier.apply_chain(chain)
         outermost = outermost if outermost is not None else first
     applier.block_marks()
-    kernel = KernelTile(plan.num_warps, plan.num_stages, plan.group_m if _grid_count(plan) >= 2 else None,
-                        tuple(storage.registers), tuple(storage.spilled), _pins(plan, applier))
+    kernel = KernelTile(
+        plan.num_warps,
+        plan.num_stages,
+        plan.group_m if _grid_count(plan) >= 2 else None,
+        tuple(storage.registers),
+        tuple(storage.spilled),
+        _pins(plan, applier),
+    )
     if outermost is not None:
         decision.kernels[sch.get(outermost).loop_var.__chandle__()] = kernel
     else:
         decision.kernels[blocks_under(stmt)[0].name_hint] = kernel
     not_dots = [f"{block} is not a tl.dot ({why.reason}): {why.detail}" for block, why in plan.not_dots.items()]
-    return [_summary(index, stmt, plan, storage)] + [f"kernel {index}: {note}"
-                                                      for note in plan.notes + not_dots + storage.notes]
+    return [_summary(index, stmt, plan, storage)] + [
+        f"kernel {index}: {note}" for note in plan.notes + not_dots + storage.notes
+    ]
 
 
 def _pins(plan: KernelPlan, applier: _KernelApplier) -> tuple[Pin, ...]:
@@ -161,8 +185,10 @@ def _summary(index: int, stmt, plan: KernelPlan, storage) -> str:
     blocks = ", ".join(b.name_hint for b in blocks_under(stmt))
     grid = [l.loop_var.name for l in loops if _key(l) in plan.parallel]
     tiles = [f"{c.axis}={c.size}{' whole' if c.whole else ''}" for l in loops if (c := plan.tiles.get(_key(l)))]
-    text = (f"kernel {index} ({blocks}): program ids over {', '.join(grid) or 'nothing (one program)'}; "
-            f"tile axes {', '.join(tiles) or 'none'}; {plan.num_warps} warps, {plan.num_stages} stages")
+    text = (
+        f"kernel {index} ({blocks}): program ids over {', '.join(grid) or 'nothing (one program)'}; "
+        f"tile axes {', '.join(tiles) or 'none'}; {plan.num_warps} warps, {plan.num_stages} stages"
+    )
     if plan.dots:
         text += f"; tl.dot for {', '.join(plan.dots)}"
     if storage.registers:
@@ -171,7 +197,11 @@ def _summary(index: int, stmt, plan: KernelPlan, storage) -> str:
 
 
 def tile_function(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False) -> tirx.PrimFunc:
-    todo = [(index, stmt) for index, stmt in enumerate(top_level_statements(func)) if not is_tiled(stmt) and not _thread_bound(stmt)]
+    todo = [
+        (index, stmt)
+        for index, stmt in enumerate(top_level_statements(func))
+        if not is_tiled(stmt) and not _thread_bound(stmt)
+    ]
     if not todo:
         return func
     sch = s_tir.Schedule(func)
@@ -196,14 +226,17 @@ def _window_walks(func: tirx.PrimFunc, stmt, index: int, decision: TileDecision)
     params = {p.name for p in func.params if tirx.is_buffer_var(p)}
     for inner, enclosing in sites:
         tile = tiles[inner.loop_var.__chandle__()]
-        position = next((k for k, l in enumerate(enclosing) if tile is not None and tile.outer == l.loop_var.name), None)
+        position = next(
+            (k for k, l in enumerate(enclosing) if tile is not None and tile.outer == l.loop_var.name), None
+        )
         outer = enclosing[position] if position is not None else None
         outer_tile = tiles[outer.loop_var.__chandle__()] if outer is not None else None
         if outer_tile is None or outer_tile.role != SERIAL:
             continue
         around = enclosing[:position]
-        window, why = provable_window(WalkedAxis(outer, inner, tile.size), around, tiles,
-                                      read_outside(root_block(func).body, outer), params)
+        window, why = provable_window(
+            WalkedAxis(outer, inner, tile.size), around, tiles, read_outside(root_block(func).body, outer), params
+        )
         if window is None:
             continue
         rows_outer, rows_size = window_loops(around, tiles, window)

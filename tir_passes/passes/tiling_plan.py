@@ -32,19 +32,41 @@ from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.contracts.online_contract import online_rescale, online_shift
-from tir_passes.analyses.nest import REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, contraction_operands, loop_chain, operands_dtype, loop_kind, loops_under, perfect_nest, realizes_under, unique_name, vars_of
+from tir_passes.analyses.nest import (
+    REDUCE,
+    SPATIAL,
+    block_accesses,
+    block_sites,
+    bound_iter_var,
+    contraction_operands,
+    loop_chain,
+    operands_dtype,
+    loop_kind,
+    loops_under,
+    perfect_nest,
+    realizes_under,
+    unique_name,
+    vars_of,
+)
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.names import python_name
 from tir_passes.infra.pass_util import static_int
-from tir_passes.contracts.tile_contract import (LIMITS, NOT_DOT_EXTRA_AXES, NOT_DOT_MISSING_AXIS, NOT_DOT_SERIAL_K,
-                                                NOT_DOT_SMALL_TILE, PIN_DOT, NotDot)
+from tir_passes.contracts.tile_contract import (
+    LIMITS,
+    NOT_DOT_EXTRA_AXES,
+    NOT_DOT_MISSING_AXIS,
+    NOT_DOT_SERIAL_K,
+    NOT_DOT_SMALL_TILE,
+    PIN_DOT,
+    NotDot,
+)
 
 
 @dataclass(frozen=True)
 class TileChoice:
     axis: str
     size: int
-    whole: bool               # the loop itself is the tile (no split): the size covers its whole extent
+    whole: bool  # the loop itself is the tile (no split): the size covers its whole extent
     block: str | None = None  # the BLOCK constexpr's name when not BLOCK_<AXIS> (BLOCK_M/N/K of a tl.dot)
 
 
@@ -52,20 +74,20 @@ class TileChoice:
 class KernelPlan:
     """Decisions for one kernel, keyed by the handles of the loop variables before splitting."""
 
-    chains: list[list[tirx.For]]                    # loop chains, each reordered grid, serial, tile
+    chains: list[list[tirx.For]]  # loop chains, each reordered grid, serial, tile
     tiles: dict[int, TileChoice] = field(default_factory=dict)
     parallel: set[int] = field(default_factory=set)  # loops (or split outer halves) that become grid
     carries: dict[int, tuple[str, ...]] = field(default_factory=dict)
     num_warps: int = LIMITS.default_num_warps
     num_stages: int = LIMITS.default_num_stages
     group_m: int | None = None
-    dots: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # block -> (m, n, k) loops
+    dots: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # block -> (m, n, k) loops
     scans: dict[str, tuple[int, ScanForm]] = field(default_factory=dict)  # block -> (scan loop, form)
-    not_dots: dict[str, NotDot] = field(default_factory=dict)             # contraction block -> why not a tl.dot
+    not_dots: dict[str, NotDot] = field(default_factory=dict)  # contraction block -> why not a tl.dot
     notes: list[str] = field(default_factory=list)
-    deterministic: bool = False                     # sizes that do not read extents or the GPU's SM count
-    pins: dict[str, str] = field(default_factory=dict)   # deterministic: tile axis -> why it is pinned
-    pin_warps: bool = False                              # deterministic: num_warps is pinned too
+    deterministic: bool = False  # sizes that do not read extents or the GPU's SM count
+    pins: dict[str, str] = field(default_factory=dict)  # deterministic: tile axis -> why it is pinned
+    pin_warps: bool = False  # deterministic: num_warps is pinned too
 
 
 def _key(loop: tirx.For) -> int:
@@ -77,8 +99,8 @@ def _key(loop: tirx.For) -> int:
 @dataclass(frozen=True)
 class FusedShape:
     shared: list[tirx.For]
-    subs: list[tuple[list[tirx.For], s_tir.SBlockRealize]]   # each block, with its loops below the shared
-    chains: list[list[tirx.For]]                               # the loop chains below the shared loops
+    subs: list[tuple[list[tirx.For], s_tir.SBlockRealize]]  # each block, with its loops below the shared
+    chains: list[list[tirx.For]]  # the loop chains below the shared loops
 
 
 def fused_shape(stmt) -> FusedShape | None:
@@ -148,8 +170,11 @@ def _loop_named(stmt, key: int) -> str:
 
 
 def _dependence_notes(stmt, carried: dict[int, tuple[str, ...]]) -> list[str]:
-    return [f"loop {loop.loop_var.name} stays serial: it carries a dependence through {', '.join(carried[_key(loop)])}"
-            for loop in loops_under(stmt) if _key(loop) in carried]
+    return [
+        f"loop {loop.loop_var.name} stays serial: it carries a dependence through {', '.join(carried[_key(loop)])}"
+        for loop in loops_under(stmt)
+        if _key(loop) in carried
+    ]
 
 
 # --- perfect nests -----------------------------------------------------------------------------
@@ -250,8 +275,9 @@ def _plan_scan(spec: GpuSpec, loops, realize, scan_loop, blocked, axis_name) -> 
     others = [l for l in loops if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked]
     remaining = max(1, tile_sizes.spatial_budget(spec, _store_dtype(realize)) // size)
     if others and remaining > 1:
-        plan.tiles[_key(others[-1])] = TileChoice(axis_name(others[-1]),
-                                                  tile_sizes.spatial_size(static_int(others[-1].extent), remaining), False)
+        plan.tiles[_key(others[-1])] = TileChoice(
+            axis_name(others[-1]), tile_sizes.spatial_size(static_int(others[-1].extent), remaining), False
+        )
     return plan
 
 
@@ -263,8 +289,9 @@ def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans, dete
         plan = _plan_contraction(spec, loops, realize, blocked, axis_name, deterministic)
         if plan is not None:
             return plan
-    contiguous = [l for l in contiguous_loops(loops, realize)
-                  if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked]
+    contiguous = [
+        l for l in contiguous_loops(loops, realize) if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked
+    ]
     if len(contiguous) >= 2 and all(loop_kind(l, realize) == SPATIAL for l in loops) and not blocked:
         return _plan_transposed(loops, realize, contiguous, axis_name)
     return _plan_general(spec, loops, realize, blocked, axis_name)
@@ -274,8 +301,14 @@ def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans, dete
 def _indexed_axes(realize, loop: tirx.For) -> set[tuple[str, int]]:
     """(buffer, axis) pairs that the loop indexes directly: loops of different sub-nests that index
     the same axis of the same buffer walk the same columns and can share one tile axis."""
-    iter_var = next((iv.var for iv, v in zip(realize.block.iter_vars, realize.iter_values)
-                     if isinstance(v, tirx.Var) and v.same_as(loop.loop_var)), None)
+    iter_var = next(
+        (
+            iv.var
+            for iv, v in zip(realize.block.iter_vars, realize.iter_values)
+            if isinstance(v, tirx.Var) and v.same_as(loop.loop_var)
+        ),
+        None,
+    )
     if iter_var is None:
         return set()
     axes = set()
@@ -306,8 +339,11 @@ def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | Non
     """The loop an online nest's running maximum walks, when OnlineSoftmax's mark says it is
     streamed (stepped in tiles); with the dtype of the sums' operands, and whether one is a
     contraction."""
-    online = [(loops, realize) for loops, realize in shape.subs
-              if online_shift(realize.block) is not None or online_rescale(realize.block) is not None]
+    online = [
+        (loops, realize)
+        for loops, realize in shape.subs
+        if online_shift(realize.block) is not None or online_rescale(realize.block) is not None
+    ]
     reduce_loops = [l for loops, realize in online for l in loops if loop_kind(l, realize) == REDUCE]
     streamed = any(mark.streamed for _, realize in online if (mark := online_shift(realize.block)) is not None)
     if not reduce_loops or _key(reduce_loops[0]) in blocked or not streamed:
@@ -315,30 +351,42 @@ def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | Non
     loop = reduce_loops[0]
     # a contraction folded along the loop (attention's weighted sum), or one computing its elements
     # (the scores fused under it): either way the loop's tiles are tl.dot tiles
-    contraction = next((realize for loops, realize in shape.subs if contraction_operands(realize.block) is not None
-                        and any(l.same_as(loop) for l in loops)), None)
-    dtype = operands_dtype(*contraction_operands(contraction.block)) if contraction is not None else _store_dtype(online[0][1])
+    contraction = next(
+        (
+            realize
+            for loops, realize in shape.subs
+            if contraction_operands(realize.block) is not None and any(l.same_as(loop) for l in loops)
+        ),
+        None,
+    )
+    dtype = (
+        operands_dtype(*contraction_operands(contraction.block))
+        if contraction is not None
+        else _store_dtype(online[0][1])
+    )
     return loop, dtype, contraction is not None
 
 
-def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, bool], plan: KernelPlan,
-                 axis_name) -> tuple[int, int]:
+def _plan_online(
+    spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, bool], plan: KernelPlan, axis_name
+) -> tuple[int, int]:
     """Tile the online loop (stepped by a serial loop) and choose the rows; returns (rows, columns)."""
     loop, dtype, contraction = online
     rows_extent = static_int(shape.shared[-1].extent)
     loop_extent = static_int(loop.extent)
-    if plan.deterministic:   # neither the extents nor the GPU's multiprocessors decide the tiles
+    if plan.deterministic:  # neither the extents nor the GPU's multiprocessors decide the tiles
         rows_extent = loop_extent = None
     rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, rows_extent, loop_extent, contraction)
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec.multiprocessors)
-        if fewer < rows:   # the same elements per tile, wider: fewer, longer steps hide more latency
+        if fewer < rows:  # the same elements per tile, wider: fewer, longer steps hide more latency
             columns = min(columns * rows // fewer, tile_sizes.next_power_of_two(static_int(loop.extent) or columns))
             rows, plan.num_stages = fewer, 3
     plan.tiles[_key(loop)] = TileChoice(axis_name(loop), columns, False)
-    plan.notes.append(f"loop {loop.loop_var.name} walks an online softmax: tiles of {columns}, rescaled sums; "
-                      f"{rows} rows per program")
+    plan.notes.append(
+        f"loop {loop.loop_var.name} walks an online softmax: tiles of {columns}, rescaled sums; {rows} rows per program"
+    )
     return rows, columns
 
 
@@ -348,16 +396,19 @@ def _recomputes_the_row(loop: tirx.For, realize, recomputed: frozenset[str]) -> 
     return realize.block.name_hint in recomputed and loop_kind(loop, realize) == SPATIAL
 
 
-def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
-                recomputed: frozenset[str] = frozenset()) -> KernelPlan:
+def _plan_fused(
+    spec: GpuSpec, shape: FusedShape, blocked, deterministic=False, recomputed: frozenset[str] = frozenset()
+) -> KernelPlan:
     plan = _fused_contraction(spec, shape, blocked, _axis_namer, deterministic)
     if plan is not None:
         return plan
     axis_name = _axis_namer()
     plan = KernelPlan([list(shape.shared)] + shape.chains, num_stages=2, deterministic=deterministic)
     online = _online_loop(shape, blocked)
-    online_rows, online_columns = _plan_online(spec, shape, online, plan, axis_name) if online is not None else (None, None)
-    shared_axes: dict[tuple, str] = {}   # (extent, (buffer, axis)) -> axis name of a whole tile
+    online_rows, online_columns = (
+        _plan_online(spec, shape, online, plan, axis_name) if online is not None else (None, None)
+    )
+    shared_axes: dict[tuple, str] = {}  # (extent, (buffer, axis)) -> axis name of a whole tile
     widest = 1
     for loops, realize in shape.subs:
         used = {plan.tiles[_key(l)].axis for l in loops if _key(l) in plan.tiles}  # one block: distinct axes
@@ -369,9 +420,9 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
             extent = static_int(loop.extent)
             size, whole = tile_sizes.row_tile(extent)
             if online_rows is not None and _recomputes_the_row(loop, realize, recomputed):
-                size, whole = online_columns, False   # the row's scores again, beside the online loop: tl.dot tiles
+                size, whole = online_columns, False  # the row's scores again, beside the online loop: tl.dot tiles
             elif online_rows is not None and not whole:
-                size = tile_sizes.stepped_size(size, online_rows)   # beside the online loop, the same rows
+                size = tile_sizes.stepped_size(size, online_rows)  # beside the online loop, the same rows
             keys = sorted(((extent, key) for key in _indexed_axes(realize, loop)), key=str) if whole else []
             axis = next((shared_axes[k] for k in keys if k in shared_axes and shared_axes[k] not in used), None)
             axis = axis or axis_name(loop)
@@ -404,9 +455,15 @@ def _dot_loops(realize, enclosing: list[tirx.For], tiles: dict[int, TileChoice])
         if bound_iter_var(realize, loop.loop_var) is None:
             continue  # an axis the block does not vary along
         it, kind = _bound_name(loop, realize), loop_kind(loop, realize)
-        role = ("m" if kind == SPATIAL and it in a_vars and it not in b_vars else
-                "n" if kind == SPATIAL and it in b_vars and it not in a_vars else
-                "k" if kind == REDUCE and it in a_vars and it in b_vars else "other")
+        role = (
+            "m"
+            if kind == SPATIAL and it in a_vars and it not in b_vars
+            else "n"
+            if kind == SPATIAL and it in b_vars and it not in a_vars
+            else "k"
+            if kind == REDUCE and it in a_vars and it in b_vars
+            else "other"
+        )
         if _key(loop) not in tiles:
             if role == "k":
                 untiled_k.append(loop)
@@ -421,11 +478,16 @@ def _dot_loops(realize, enclosing: list[tirx.For], tiles: dict[int, TileChoice])
             return NotDot(NOT_DOT_EXTRA_AXES, f"loops {names} are all {role.upper()} tile axes (tl.dot takes one)")
     if not roles["k"]:
         if untiled_k:
-            return NotDot(NOT_DOT_SERIAL_K, f"its reduction loop {untiled_k[-1].loop_var.name} runs serially, one "
-                          "element of K at a time (the kernel's K tile axis is another loop)")
+            return NotDot(
+                NOT_DOT_SERIAL_K,
+                f"its reduction loop {untiled_k[-1].loop_var.name} runs serially, one "
+                "element of K at a time (the kernel's K tile axis is another loop)",
+            )
         return NotDot(NOT_DOT_MISSING_AXIS, "it has no tiled reduction axis shared by both operands")
-    for role, what in (("m", "rows (M: an axis only its first operand varies along)"),
-                       ("n", "columns (N: an axis only its second operand varies along)")):
+    for role, what in (
+        ("m", "rows (M: an axis only its first operand varies along)"),
+        ("n", "columns (N: an axis only its second operand varies along)"),
+    ):
         if not roles[role]:
             return NotDot(NOT_DOT_MISSING_AXIS, f"it has no tiled {what}: a matrix-vector product")
     m, n, k = roles["m"][0], roles["n"][0], roles["k"][0]
@@ -468,8 +530,9 @@ def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
     return parallel
 
 
-def plan_kernel(spec: GpuSpec, stmt, deterministic: bool = False,
-                recomputed: frozenset[str] = frozenset()) -> KernelPlan:
+def plan_kernel(
+    spec: GpuSpec, stmt, deterministic: bool = False, recomputed: frozenset[str] = frozenset()
+) -> KernelPlan:
     """The plan for one kernel statement (any shape); deterministic: with the pins of
     determinism.py (and sizes that read neither the extents of tl.dot axes nor the GPU's SM count);
     `recomputed`: the blocks LoopFusion's record names as recomputed copies (fusion_record.recomputed_blocks)."""
@@ -492,8 +555,9 @@ def plan_kernel(spec: GpuSpec, stmt, deterministic: bool = False,
     plan.parallel = _parallel_loops(stmt, nest, shape, blocked)
     plan.carries = carried
     plan.scans = {block: (key, form) for key, (block, form) in scans.items()}
-    plan.notes += [f"{block} is a {form.combiner} scan along loop {_loop_named(stmt, key)}"
-                   for key, (block, form) in scans.items()]
+    plan.notes += [
+        f"{block} is a {form.combiner} scan along loop {_loop_named(stmt, key)}" for key, (block, form) in scans.items()
+    ]
     plan.notes += _dependence_notes(stmt, carried)
     _mark_dots(stmt, plan)
     if deterministic:
@@ -516,16 +580,17 @@ def _pin(stmt, plan: KernelPlan, blocked: set[int]) -> None:
         plan.notes.append(f"deterministic: tl.dot tiles and {plan.num_warps} warps kept in every config")
         return
     scans = {block: (key, form.combiner, str(form.buffer.dtype)) for block, (key, form) in plan.scans.items()}
+
     def size(loop):
         return plan.tiles[_key(loop)].size if _key(loop) in plan.tiles else None
 
-    def free(loop):   # may become a tile: it carries no dependence
+    def free(loop):  # may become a tile: it carries no dependence
         return _key(loop) not in blocked
 
     taken = {choice.axis for choice in plan.tiles.values()}
     for request in determinism.reduction_pins(stmt, size, scans, free):
         choice = plan.tiles.get(request.loop)
-        if choice is None:   # a contiguous loop the plan left untiled: a tile of the pinned size
+        if choice is None:  # a contiguous loop the plan left untiled: a tile of the pinned size
             axis = unique_name(python_name(request.name), taken)
             plan.tiles[request.loop] = TileChoice(axis, request.size, False)
             plan.pins[axis] = request.why
@@ -539,4 +604,3 @@ def _pin(stmt, plan: KernelPlan, blocked: set[int]) -> None:
     if determinism.kernel_is_sensitive(stmt) or plan.pins:
         plan.num_warps = determinism.PINNED_WARPS
         plan.pin_warps = True
-

@@ -102,15 +102,24 @@ def _compile_module(request: dict, arch: int) -> list[dict]:
     results = []
     for kernel in request["kernels"]:
         source = GluonASTSource(getattr(module, kernel["name"]), kernel["signature"], {})
-        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": kernel["num_warps"]})
+        compiled = triton.compile(
+            source, target=GPUTarget("cuda", arch, 32), options={"num_warps": kernel["num_warps"]}
+        )
         ptx = compiled.asm["ptx"]
         counts: dict[str, int] = {}
         for op in re.findall(r"\b((?:ld|st)\.shared(?:\.v\d)?\.\w+|(?:ld|st)matrix[\w.]*)", ptx):
             counts[op] = counts.get(op, 0) + 1
-        results.append({"kernel": kernel["name"], "shared": compiled.metadata.shared, "triton": triton.__version__,
-                        "num_warps": compiled.metadata.num_warps, "shared_instructions": dict(sorted(counts.items())),
-                        "barriers": len(re.findall(r"\bbar(?:rier)?\.sync", ptx)),
-                        "mma": len(re.findall(r"\bwgmma\.mma_async", ptx))})
+        results.append(
+            {
+                "kernel": kernel["name"],
+                "shared": compiled.metadata.shared,
+                "triton": triton.__version__,
+                "num_warps": compiled.metadata.num_warps,
+                "shared_instructions": dict(sorted(counts.items())),
+                "barriers": len(re.findall(r"\bbar(?:rier)?\.sync", ptx)),
+                "mma": len(re.findall(r"\bwgmma\.mma_async", ptx)),
+            }
+        )
     return results
 
 

@@ -77,8 +77,12 @@ def _check(kernel: GluonKernel, reference) -> CheckReport:
     """The kernels, layouts erased, in the interpreter against TVM's build of the input; the layouts
     themselves are checked by compiling for sm_90 and on a GPU (benchmarks/gluon_gpu.py)."""
     if not loader.triton_library_interpreted():
-        return CheckReport(kernel.name, [], skipped="Triton was imported in compiled mode: the layout-erased check needs "
-                           "the interpreter (TRITON_INTERPRET=1)")
+        return CheckReport(
+            kernel.name,
+            [],
+            skipped="Triton was imported in compiled mode: the layout-erased check needs "
+            "the interpreter (TRITON_INTERPRET=1)",
+        )
     return check_kernel(kernel, reference, True)
 
 

@@ -165,7 +165,7 @@ class _KernelLowering:
         zero = {loop.loop_var: tirx.const(0, loop.loop_var.ty.dtype) for loop in tile_loops}
         analyzer = sym.Analyzer()
         offsets, steps = [], []
-        for iv, binding in zip(block.iter_vars, realize.iter_values):
+        for _iv, binding in zip(block.iter_vars, realize.iter_values):
             offset = analyzer.simplify(tvm_ffi.structural_map(binding, (tirx.Var, lambda v: zero.get(v, v))))
             offsets.append(offset)
             steps.append((evaluator(binding), evaluator(offset)))

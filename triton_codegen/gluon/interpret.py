@@ -26,10 +26,8 @@ from triton_codegen import loader
 
 _IMPORTS = {
     "from triton.experimental import gluon": "from triton_codegen.gluon.interpret import gluon",
-    "from triton.experimental.gluon import language as gl":
-        "from triton_codegen.gluon.interpret import gl\nimport triton.language as tl  # noqa: F401 - the interpreter patches it",
-    "from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma":
-        "from triton_codegen.gluon.interpret import fence_async_shared, warpgroup_mma",
+    "from triton.experimental.gluon import language as gl": "from triton_codegen.gluon.interpret import gl\nimport triton.language as tl  # noqa: F401 - the interpreter patches it",  # noqa: E501
+    "from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma": "from triton_codegen.gluon.interpret import fence_async_shared, warpgroup_mma",  # noqa: E501
 }
 
 
@@ -88,16 +86,51 @@ gl = types.SimpleNamespace(
     where=lambda cond, a, b: tl.where(cond, a, b),
     minimum=lambda a, b: tl.minimum(a, b),
     maximum=lambda a, b: tl.maximum(a, b),
-    exp=lambda x: tl.exp(x), log=lambda x: tl.log(x), sqrt=lambda x: tl.sqrt(x), rsqrt=lambda x: tl.rsqrt(x),
-    abs=lambda x: tl.abs(x), floor=lambda x: tl.floor(x), ceil=lambda x: tl.ceil(x), sin=lambda x: tl.sin(x),
-    cos=lambda x: tl.cos(x), exp2=lambda x: tl.exp2(x), log2=lambda x: tl.log2(x), erf=lambda x: tl.erf(x),
+    exp=lambda x: tl.exp(x),
+    log=lambda x: tl.log(x),
+    sqrt=lambda x: tl.sqrt(x),
+    rsqrt=lambda x: tl.rsqrt(x),
+    abs=lambda x: tl.abs(x),
+    floor=lambda x: tl.floor(x),
+    ceil=lambda x: tl.ceil(x),
+    sin=lambda x: tl.sin(x),
+    cos=lambda x: tl.cos(x),
+    exp2=lambda x: tl.exp2(x),
+    log2=lambda x: tl.log2(x),
+    erf=lambda x: tl.erf(x),
     allocate_shared_memory=_allocate_shared_memory,
     dot_fma=_dot,
-    **{name: _Layout for name in ("BlockedLayout", "SliceLayout", "DistributedLinearLayout", "DotOperandLayout",
-                                  "NVMMADistributedLayout", "PaddedSharedLayout", "SwizzledSharedLayout",
-                                  "NVMMASharedLayout")},
-    **{name: getattr(tl, name) for name in ("int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                                             "uint64", "float16", "bfloat16", "float32", "float64")},
+    **{
+        name: _Layout
+        for name in (
+            "BlockedLayout",
+            "SliceLayout",
+            "DistributedLinearLayout",
+            "DotOperandLayout",
+            "NVMMADistributedLayout",
+            "PaddedSharedLayout",
+            "SwizzledSharedLayout",
+            "NVMMASharedLayout",
+        )
+    },
+    **{
+        name: getattr(tl, name)
+        for name in (
+            "int1",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "uint16",
+            "uint32",
+            "uint64",
+            "float16",
+            "bfloat16",
+            "float32",
+            "float64",
+        )
+    },
 )
 
 
@@ -117,8 +150,9 @@ def erased_source(source: str) -> str:
 
 def erased_module(source: str, name: str):
     """The module with layouts erased, imported in interpreter mode."""
-    path = loader.module_path(erased_source(source), f"{name}_erased",
-                              os.path.join(tempfile.gettempdir(), "tir-triton-gluon-erased"))
+    path = loader.module_path(
+        erased_source(source), f"{name}_erased", os.path.join(tempfile.gettempdir(), "tir-triton-gluon-erased")
+    )
     return loader.import_module(path, interpret=True)
 
 

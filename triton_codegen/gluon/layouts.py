@@ -181,8 +181,10 @@ def as_blocked(layout: LinearLayout) -> BlockedLayout | None:
 
     tpw = tuple(1 << len(along(layout.lane, d)) for d in range(rank))
     wpc = tuple(1 << len(along(layout.warp, d)) for d in range(rank))
-    spt = tuple(min(along(layout.lane, d) or [max(1, min(along(layout.warp, d) or [1]) // tpw[d])]) for d in range(rank))
-    order = tuple(sorted(range(rank), key=lambda d: (first(layout.lane, d), first(layout.warp, d), first(layout.reg, d))))
+    spt = tuple(min(along(layout.lane, d) or [max(1, min(along(layout.warp, d) or [1]) // tpw[d])]) for d in range(rank))  # noqa: E501
+    order = tuple(
+        sorted(range(rank), key=lambda d: (first(layout.lane, d), first(layout.warp, d), first(layout.reg, d)))
+    )
     candidate = BlockedLayout(spt, tpw, wpc, order)
     reg, lane, warp = blocked_bases(candidate, layout.shape)
     if reg == set(layout.reg) and lane == list(layout.lane) and warp == list(layout.warp):
@@ -197,13 +199,17 @@ def shared_layout_source(decision: SharedLayoutDecision) -> str:
     order = list(range(rank - 1, -1, -1))
     if decision.kind == PADDED:
         # positional: the third field is block_bases on 3.6 and cga_layout on 3.9
-        return (f"gl.PaddedSharedLayout.with_identity_for([[{decision.row}, {decision.pad}]], "
-                f"{list(decision.tile)}, {order})")
+        return (
+            f"gl.PaddedSharedLayout.with_identity_for([[{decision.row}, {decision.pad}]], "
+            f"{list(decision.tile)}, {order})"
+        )
     if decision.kind == SWIZZLED:
         return f"gl.SwizzledSharedLayout({decision.vec}, {decision.per_phase}, {decision.max_phase}, {order})"
     if decision.kind == NVMMA:
-        return (f"gl.NVMMASharedLayout(swizzle_byte_width={decision.swizzle_bytes}, "
-                f"element_bitwidth={decision.element_bytes * 8}, rank={rank})")
+        return (
+            f"gl.NVMMASharedLayout(swizzle_byte_width={decision.swizzle_bytes}, "
+            f"element_bitwidth={decision.element_bytes * 8}, rank={rank})"
+        )
     return f"gl.SwizzledSharedLayout(1, 1, 1, {order})"
 
 
@@ -211,14 +217,20 @@ def layout_source(layout) -> str:
     from .ir import MmaLayout
 
     if isinstance(layout, LinearLayout):
-        return (f"gl.DistributedLinearLayout({_lists(layout.reg)}, {_lists(layout.lane)}, {_lists(layout.warp)}, [], "
-                f"{list(layout.shape)})")
+        return (
+            f"gl.DistributedLinearLayout({_lists(layout.reg)}, {_lists(layout.lane)}, {_lists(layout.warp)}, [], "
+            f"{list(layout.shape)})"
+        )
     if isinstance(layout, BlockedLayout):
-        return (f"gl.BlockedLayout({list(layout.size_per_thread)}, {list(layout.threads_per_warp)}, "
-                f"{list(layout.warps_per_cta)}, {list(layout.order)})")
+        return (
+            f"gl.BlockedLayout({list(layout.size_per_thread)}, {list(layout.threads_per_warp)}, "
+            f"{list(layout.warps_per_cta)}, {list(layout.order)})"
+        )
     if isinstance(layout, MmaLayout):
-        return (f"gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta={list(layout.warps_per_cta)}, "
-                f"instr_shape={list(layout.instr_shape)})")
+        return (
+            f"gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta={list(layout.warps_per_cta)}, "
+            f"instr_shape={list(layout.instr_shape)})"
+        )
     raise TypeError(layout)
 
 

@@ -112,7 +112,9 @@ def _result(entry: dict) -> BenchmarkResult:
                            float(tuned) if tuned is not None else None)
 
 
-def find_result(results: tuple[BenchmarkResult, ...], func_name: str, wanted: str | None = None) -> BenchmarkResult | None:
+def find_result(
+    results: tuple[BenchmarkResult, ...], func_name: str, wanted: str | None = None
+) -> BenchmarkResult | None:
     """The entry named `wanted`; else the one named after the PrimFunc: its name, or its name
     followed by the case's dtype or size (`softmax_fp16_16384x8192` for `softmax`)."""
     names = ", ".join(r.name for r in results)
@@ -124,16 +126,17 @@ def find_result(results: tuple[BenchmarkResult, ...], func_name: str, wanted: st
     case = re.compile(re.escape(func_name) + r"(_((b?f|fp|u?int|i)\d+|\d)\w*)?")
     matching = [r for r in results if r.name == func_name] or [r for r in results if case.fullmatch(r.name)]
     if len(matching) > 1:
-        raise FrontendError(f"several benchmark results match '{func_name}' ({', '.join(r.name for r in matching)}): "
-                            "pick one with --result NAME")
+        raise FrontendError(
+            f"several benchmark results match '{func_name}' ({', '.join(r.name for r in matching)}): "
+            "pick one with --result NAME"
+        )
     return matching[0] if matching else None
 
 
 def roofline_png(placement: Placement) -> bytes:
     """Two panels: the kernel's point under the roofline (for a kernel that counts no FLOPs, under
     the bandwidth ceiling alone), and the measured time against the roofline's least time."""
-    from matplotlib.figure import Figure   # here: importing matplotlib takes a second, and few pages plot
-
+    from matplotlib.figure import Figure  # here: importing matplotlib takes a second, and few pages plot
 
     figure = Figure(figsize=(11, 3.8), dpi=100, layout="constrained")
     roof, times = figure.subplots(1, 2, width_ratios=(3, 2))
@@ -149,22 +152,40 @@ def roofline_png(placement: Placement) -> bytes:
 
 def _draw_roofline(axes, placement: Placement) -> None:
     ceilings, peak = placement.ceilings, placement.ceilings.tensor_tflops
-    bandwidth = ceilings.bandwidth_tbs   # TB/s times FLOP/B is TFLOP/s
+    bandwidth = ceilings.bandwidth_tbs  # TB/s times FLOP/B is TFLOP/s
     ridge = peak / bandwidth if peak else placement.intensity
-    low = min(ridge / 2 ** 12, placement.intensity / 4)
-    high = max(ridge * 2 ** 6, placement.intensity * 4)
+    low = min(ridge / 2**12, placement.intensity / 4)
+    high = max(ridge * 2**6, placement.intensity * 4)
     corners = [low, ridge, high] if peak else [low, high]
     axes.loglog(corners, [min(bandwidth * x, peak or math.inf) for x in corners], color="#1f3b73", linewidth=2)
     middle = math.sqrt(low * ridge)
-    axes.annotate(f"{bandwidth:.2f} TB/s ({ceilings.bandwidth_source})", (middle, bandwidth * middle),
-                  textcoords="offset points", xytext=(-6, 6), ha="right", fontsize=8, color="#1f3b73")
+    axes.annotate(
+        f"{bandwidth:.2f} TB/s ({ceilings.bandwidth_source})",
+        (middle, bandwidth * middle),
+        textcoords="offset points",
+        xytext=(-6, 6),
+        ha="right",
+        fontsize=8,
+        color="#1f3b73",
+    )
     if peak:
-        axes.annotate(f"fp16 tensor cores {peak:.0f} TFLOP/s", (ridge, peak), textcoords="offset points",
-                      xytext=(0, 5), fontsize=8, color="#1f3b73")
+        axes.annotate(
+            f"fp16 tensor cores {peak:.0f} TFLOP/s",
+            (ridge, peak),
+            textcoords="offset points",
+            xytext=(0, 5),
+            fontsize=8,
+            color="#1f3b73",
+        )
     axes.loglog([placement.intensity], [placement.achieved_tflops], "o", color="#c0392b", markersize=8)
-    axes.annotate(f"{placement.result.name}\n{placement.achieved_tflops:.0f} TFLOP/s",
-                  (placement.intensity, placement.achieved_tflops), textcoords="offset points", xytext=(8, -24),
-                  fontsize=8, color="#c0392b")
+    axes.annotate(
+        f"{placement.result.name}\n{placement.achieved_tflops:.0f} TFLOP/s",
+        (placement.intensity, placement.achieved_tflops),
+        textcoords="offset points",
+        xytext=(8, -24),
+        fontsize=8,
+        color="#c0392b",
+    )
     axes.set_xlabel("arithmetic intensity (FLOP per byte of floor traffic)")
     axes.set_ylabel("TFLOP/s")
     axes.set_title(f"roofline, {ceilings.gpu}", fontsize=10)
@@ -174,12 +195,24 @@ def _draw_roofline(axes, placement: Placement) -> None:
 def _draw_bandwidth(axes, placement: Placement) -> None:
     ceilings = placement.ceilings
     axes.axhline(ceilings.bandwidth_tbs, color="#1f3b73", linewidth=2)
-    axes.annotate(f"{ceilings.bandwidth_tbs:.2f} TB/s ({ceilings.bandwidth_source})", (0, ceilings.bandwidth_tbs),
-                  xycoords=("axes fraction", "data"), textcoords="offset points", xytext=(6, 5), fontsize=8,
-                  color="#1f3b73")
+    axes.annotate(
+        f"{ceilings.bandwidth_tbs:.2f} TB/s ({ceilings.bandwidth_source})",
+        (0, ceilings.bandwidth_tbs),
+        xycoords=("axes fraction", "data"),
+        textcoords="offset points",
+        xytext=(6, 5),
+        fontsize=8,
+        color="#1f3b73",
+    )
     axes.plot([0.5], [placement.achieved_tbs], "o", color="#c0392b", markersize=8)
-    axes.annotate(f"{placement.result.name}\n{placement.achieved_tbs:.2f} TB/s", (0.5, placement.achieved_tbs),
-                  textcoords="offset points", xytext=(10, -26), fontsize=8, color="#c0392b")
+    axes.annotate(
+        f"{placement.result.name}\n{placement.achieved_tbs:.2f} TB/s",
+        (0.5, placement.achieved_tbs),
+        textcoords="offset points",
+        xytext=(10, -26),
+        fontsize=8,
+        color="#c0392b",
+    )
     axes.set_xlim(0, 1)
     axes.set_ylim(0, max(ceilings.bandwidth_tbs, placement.achieved_tbs) * 1.25)
     axes.set_xticks([])
@@ -190,8 +223,10 @@ def _draw_bandwidth(axes, placement: Placement) -> None:
 
 
 def _draw_times(axes, placement: Placement) -> None:
-    bars = [("roofline bound", placement.bound_ms, "#1f3b73"),
-            ("measured (default)", placement.result.default_ms, "#c0392b")]
+    bars = [
+        ("roofline bound", placement.bound_ms, "#1f3b73"),
+        ("measured (default)", placement.result.default_ms, "#c0392b"),
+    ]
     if placement.result.tuned_ms is not None:
         bars.append(("measured (tuned)", placement.result.tuned_ms, "#e67e22"))
     labels, values, colours = zip(*bars)
