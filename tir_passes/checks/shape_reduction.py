@@ -16,6 +16,8 @@ the bounds check; otherwise numerics run at full size, and say so.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import tvm
@@ -57,18 +59,21 @@ def parameter_dims(func: tirx.PrimFunc) -> dict[int, tuple[str, ...]]:
     return {size: tuple(dims) for size, dims in found.items()}
 
 
-def _static_elements(func: tirx.PrimFunc) -> int | None:
-    total = 0
+def buffer_elements(func: tirx.PrimFunc) -> list[tuple[object, int]] | None:
+    """(parameter, element count) of every buffer parameter, or None when a size is symbolic."""
+    counts = []
     for param in func.params:
         if not tirx.is_buffer_var(param):
             continue
-        count = 1
-        for dim in param.shape:
-            if not isinstance(dim, tirx.IntImm):
-                return None
-            count *= int(dim.value)
-        total += count
-    return total
+        if not all(isinstance(dim, tirx.IntImm) for dim in param.shape):
+            return None
+        counts.append((param, math.prod(int(dim.value) for dim in param.shape)))
+    return counts
+
+
+def _static_elements(func: tirx.PrimFunc) -> int | None:
+    counts = buffer_elements(func)
+    return None if counts is None else sum(count for _, count in counts)
 
 
 def _large_sizes(func: tirx.PrimFunc) -> list[int]:

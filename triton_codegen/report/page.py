@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import jinja2
 import tvm
 from markupsafe import Markup
-from tvm import tirx
 
+from tir_passes.checks.shape_reduction import buffer_elements
 from tir_passes.infra import dump
 from tir_passes.errors import FrontendError
 from tir_passes.infra.frontend import load_target, split_target
@@ -144,17 +144,10 @@ def find_benchmark(name: str, ceilings: Ceilings, results: ResultsFile | None, r
 
 def parameter_bytes(func) -> int | None:
     """The bytes the buffer parameters hold, or None when a size is symbolic."""
-    total = 0
-    for param in func.params:
-        if not tirx.is_buffer_var(param):
-            continue
-        count = 1
-        for dim in param.shape:
-            if not isinstance(dim, tirx.IntImm):
-                return None
-            count *= int(dim.value)
-        total += count * tvm.runtime.DataType(str(param.dtype)).bits // 8
-    return total
+    counts = buffer_elements(func)
+    if counts is None:
+        return None
+    return sum(count * tvm.runtime.DataType(str(param.dtype)).bits // 8 for param, count in counts)
 
 
 def stage_views(kernel: TritonKernel, scripts: dict[int, str]) -> list[StageView]:
