@@ -10,6 +10,9 @@ same chunks; without its row loop a softmax's sums would run element by element,
 become a matrix-vector sum). The unit loops fusion leaves inside a kernel still go, and a block
 that fusion bound to the kept loop's only value (`vi = 0`) is bound to the loop again (`vi = i`,
 the same value), so the kept loop is spatial for every block of the kernel.
+A unit loop that leads a kernel and holds several statements is kept too, in every pipeline: it
+is the shared loop a fusion put them under, and without it they would be separate kernels (their
+intermediates back in memory, and the fusion record's claim false).
 """
 
 from __future__ import annotations
@@ -35,6 +38,19 @@ def _batch_loops(func: tirx.PrimFunc) -> set[int]:
                    for r in realizes_under(loop)):
                 break
             kept.add(loop.loop_var.__chandle__())
+    return kept
+
+
+def _fused_unit_loops(func: tirx.PrimFunc) -> set[int]:
+    """Handles of the unit loops that lead a kernel and hold a sequence of statements."""
+    kept: set[int] = set()
+    for stmt in top_level_statements(func):
+        node = stmt
+        while isinstance(node, tirx.For) and static_int(node.extent) == 1:
+            if isinstance(node.body, tirx.SeqStmt):
+                kept.add(node.loop_var.__chandle__())
+                break
+            node = node.body
     return kept
 
 
@@ -70,7 +86,7 @@ def _inline_unit_loop(loop: tirx.For, kept: set[int]) -> tirx.Stmt:
 
 
 def remove_unit_loops(func: tirx.PrimFunc, deterministic: bool = False) -> tirx.PrimFunc:
-    kept = _batch_loops(func) if deterministic else set()
+    kept = _fused_unit_loops(func) | (_batch_loops(func) if deterministic else set())
     body = tvm_ffi.structural_map(func.body, (tirx.For, lambda loop: _inline_unit_loop(loop, kept)))
     return func if body.same_as(func.body) else func.with_body(body)
 
