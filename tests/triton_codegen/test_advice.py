@@ -13,6 +13,7 @@ from tir_passes.contracts.gpu_specs import gpu_spec
 from triton_codegen import compile
 from triton_codegen.advice import (FP32_IEEE_DOT, GLOBAL_ROUND_TRIP, NOT_A_DOT, REGISTER_SPILL, Advice,
                                    program_advice)
+from swiglu import make_swiglu  # examples/ is on the path (conftest.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -21,29 +22,9 @@ def _kinds(kernel) -> list[str]:
     return [a.kind for a in kernel.advice]
 
 
-def _two_projections(M=37, N=45, K=53):
-    @T.prim_func(s_tir=True)
-    def gated(X: T.Buffer((M, K), "float16"), Wg: T.Buffer((N, K), "float16"), Wu: T.Buffer((N, K), "float16"),
-              Y: T.Buffer((M, N), "float16")):
-        G = T.sblock_alloc_buffer((M, N), "float32")
-        U = T.sblock_alloc_buffer((M, N), "float32")
-        for i, j, k in T.grid(M, N, K):
-            with T.sblock("G"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    G[vi, vj] = T.float32(0)
-                G[vi, vj] = G[vi, vj] + T.Cast("float32", X[vi, vk]) * T.Cast("float32", Wg[vj, vk])
-        for i, j, k in T.grid(M, N, K):
-            with T.sblock("U"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    U[vi, vj] = T.float32(0)
-                U[vi, vj] = U[vi, vj] + T.Cast("float32", X[vi, vk]) * T.Cast("float32", Wu[vj, vk])
-        for i, j in T.grid(M, N):
-            with T.sblock("Y"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                Y[vi, vj] = T.Cast("float16", G[vi, vj] * U[vi, vj])
-    return gated
+def _two_projections():
+    """SwiGLU as users write it: two contraction blocks over X, then the elementwise gate."""
+    return make_swiglu(37, 45, 53)
 
 
 def test_a_contraction_that_is_not_a_dot():
