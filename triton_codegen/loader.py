@@ -87,8 +87,13 @@ def triton_library_interpreted() -> bool:
 
 
 def import_module(path: str, interpret: bool) -> ModuleType:
+    """The module at `path` in one Triton mode, imported once per path and content: two modules of
+    one file name in different folders (`a/matmul.py`, `b/matmul.py`), or a file rewritten with
+    other source, are different modules."""
     mode = "interp" if interpret else "gpu"
-    name = f"tir_triton_generated_{os.path.splitext(os.path.basename(path))[0]}_{mode}"
+    identity = os.path.abspath(path) + "\0" + (_content(path) or "")
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    name = f"tir_triton_generated_{os.path.splitext(os.path.basename(path))[0]}_{digest}_{mode}"
     if name in sys.modules:
         return sys.modules[name]
     with triton_mode(interpret):

@@ -47,6 +47,21 @@ def test_a_foreign_or_half_written_module_file_is_replaced(tmp_path):
     assert sorted(os.listdir(tmp_path)) == [os.path.basename(path)]   # no temporary file left
 
 
+def test_two_saved_modules_of_one_file_name_import_as_two(tmp_path):
+    """`first/softmax.py` and `second/softmax.py` hold kernels for different shapes; the second
+    import must not hand back the first module (CI ran a 32-column module on 13 columns)."""
+    rows = []
+    for folder, columns in (("first", 8), ("second", 13)):
+        kernel = compile(make_softmax(4, columns), verify=False)
+        saved = kernel.save(str(tmp_path / folder) + os.sep)
+        module = loader.import_module(saved, interpret=True)
+        a, out = torch.randn(4, columns), torch.empty(4, columns)
+        module.run(a, out)
+        assert torch.allclose(out, a.softmax(-1), atol=1e-6)
+        rows.append(module)
+    assert rows[0] is not rows[1] and os.path.basename(rows[0].__file__) == os.path.basename(rows[1].__file__)
+
+
 @pytest.mark.parametrize("symbol, stem", [("../..$TMPDIR/x", "_TMPDIR_x"), ("sub/dir", "sub_dir")])
 def test_a_name_becomes_a_file_name_only_through_the_sanitizer(tmp_path, symbol, stem):
     kernel = compile(make_softmax(4, 8).with_attr("global_symbol", symbol), verify=False)
