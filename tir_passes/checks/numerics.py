@@ -14,6 +14,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from tir_passes.checks.accumulation import WidenedEntry, widen_accumulators
 from tir_passes.checks.data_ranges import value_ranges
 from tir_passes.checks.sandbox import Crash, run_isolated
 from tir_passes.errors import UndefinedBehaviourError, UnsupportedConstructError
@@ -55,7 +56,6 @@ def shape_vars(func: tirx.PrimFunc) -> list[tirx.Var]:
                 if not any(var.same_as(s) for s in seen):
                     seen.append(var)
     return seen
-
 
 
 def serialize_threads(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -214,8 +214,11 @@ def scalar_arguments(func: tirx.PrimFunc, sizes: dict[str, int] | None = None) -
 
 
 def build_llvm(func: tirx.PrimFunc):
-    """TVM's CPU build of a PrimFunc with static shapes, min and max propagating NaN."""
-    return tvm.compile(tvm.IRModule({"main": propagate_nan(func)}), target="llvm")["main"]
+    """TVM's CPU build of a PrimFunc with static shapes, min and max propagating NaN, reductions into
+    16-bit floats accumulating in fp32 as the kernels' do (checks/accumulation.py)."""
+    wide, widened = widen_accumulators(propagate_nan(func))
+    entry = tvm.compile(tvm.IRModule({"main": wide}), target="llvm")["main"]
+    return WidenedEntry(entry, func, widened) if widened else entry
 
 
 def _isnan(expr):
