@@ -13,6 +13,13 @@ S-TIR program: the reproducer), NAME.npz (inputs `in<d>__<param>` and TVM's resu
 cases.json entry (parameters in call order, scalar values, tolerances per dtype). Programs the
 compiler refuses or fails on are not written; they are listed in skipped.json with the outcome.
 --scale multiplies the generator's extents (70 -> 70 * scale) and its nest budget (by scale²).
+
+Each program is prepared in a forked child (tir_passes/checks/sandbox.py) with a wall-clock limit
+(--time-limit, 120 s): TVM's C++ cannot be interrupted in process, and a program on which it hangs
+(seed 5178 at scale 2, in tvm.compile) or crashes is listed in skipped.json as a "timeout" or
+"crash" and the campaign goes on. The TVM reference follows the kernels' accumulation rule
+(16-bit reductions accumulate in fp32, docs/verification.md), so the GPU run compares like with like.
+A longer campaign is one command: --count N --chunk 750 writes chunks OUT/fuzz0, OUT/fuzz1, ...
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import numpy as np
 from tests.fuzz.generator import generate
 from tests.fuzz.runner import classify, load_program, write_program
 from tir_passes.checks.numerics import TOLERANCES, ReferenceRun, buffer_params
+from tir_passes.checks.sandbox import ChildError, Crash, run_isolated
 from triton_codegen import compile
 
 
@@ -71,6 +79,37 @@ def prepare(seed: int, scale: int, out_dir: str, verify: bool) -> dict:
             "sizes": program.sizes, "kernels": len(kernel.program.kernels)}
 
 
+def prepare_isolated(seed: int, scale: int, out_dir: str, verify: bool, seconds: float) -> dict:
+    """`prepare` in a forked child: a hang or a crash in TVM is a skipped program, not the end."""
+    if seconds <= 0:
+        return prepare(seed, scale, out_dir, verify)
+    try:
+        entry = run_isolated(lambda: prepare(seed, scale, out_dir, verify), seconds)
+    except ChildError as err:
+        return {"name": f"fuzz_{seed}", "seed": seed, "family": generate(seed, scale=scale).family,
+                "skipped": "internal", "detail": str(err)[:2000]}
+    if isinstance(entry, Crash):
+        kind = "timeout" if entry.signal == "timeout" else "crash"
+        return {"name": f"fuzz_{seed}", "seed": seed, "family": generate(seed, scale=scale).family, "skipped": kind,
+                "detail": f"preparing the program {entry.describe()}"}
+    return entry
+
+
+def write_chunk(seeds: range, scale: int, out_dir: str, verify: bool, seconds: float) -> tuple[int, int]:
+    os.makedirs(out_dir, exist_ok=True)
+    cases, skipped = [], []
+    for seed in seeds:
+        entry = prepare_isolated(seed, scale, out_dir, verify, seconds)
+        (skipped if "skipped" in entry else cases).append(entry)
+        if "skipped" in entry:
+            print(f"seed {seed} ({entry['family']}): {entry['skipped']}: {entry['detail'].splitlines()[0][:200]}", flush=True)
+    with open(os.path.join(out_dir, "cases.json"), "w") as handle:
+        json.dump({"tolerances": TOLERANCES, "scale": scale, "cases": cases}, handle, indent=1)
+    with open(os.path.join(out_dir, "skipped.json"), "w") as handle:
+        json.dump(skipped, handle, indent=1)
+    return len(cases), len(skipped)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
@@ -78,20 +117,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=2, help="multiplies the generator's sizes")
     parser.add_argument("--out", default=os.path.join(ROOT, ".gpu", "fuzz"))
     parser.add_argument("--verify", action="store_true", help="compile with the per-pass checks (slower)")
+    parser.add_argument("--time-limit", type=float, default=120.0,
+                        help="wall-clock seconds per program before it is skipped as a timeout (0: no child)")
+    parser.add_argument("--chunk", type=int, default=0,
+                        help="programs per folder OUT/fuzz<k> (one device call each); 0: one folder, OUT")
     args = parser.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
     started = time.perf_counter()
-    cases, skipped = [], []
-    for seed in range(args.seed, args.seed + args.count):
-        entry = prepare(seed, args.scale, args.out, args.verify)
-        (skipped if "skipped" in entry else cases).append(entry)
-        if "skipped" in entry:
-            print(f"seed {seed} ({entry['family']}): {entry['skipped']}: {entry['detail'].splitlines()[0][:200]}", flush=True)
-    with open(os.path.join(args.out, "cases.json"), "w") as handle:
-        json.dump({"tolerances": TOLERANCES, "scale": args.scale, "cases": cases}, handle, indent=1)
-    with open(os.path.join(args.out, "skipped.json"), "w") as handle:
-        json.dump(skipped, handle, indent=1)
-    print(f"{len(cases)} programs written to {args.out}, {len(skipped)} skipped, in {time.perf_counter() - started:.0f}s")
+    seeds = range(args.seed, args.seed + args.count)
+    size = args.chunk or len(seeds) or 1
+    folders = [(seeds[i:i + size], os.path.join(args.out, f"fuzz{i // size}") if args.chunk else args.out)
+               for i in range(0, len(seeds), size)]
+    written = skipped = 0
+    for chunk, folder in folders:
+        done = write_chunk(chunk, args.scale, folder, args.verify, args.time_limit)
+        written, skipped = written + done[0], skipped + done[1]
+        print(f"{done[0]} programs written to {folder}, {done[1]} skipped", flush=True)
+    seconds = time.perf_counter() - started
+    print(f"{written} programs written, {skipped} skipped, in {seconds:.0f}s "
+          f"({(written + skipped) / max(seconds, 1e-9):.2f} programs/s)")
     return 0
 
 

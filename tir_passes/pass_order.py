@@ -19,6 +19,7 @@ class PassEntry:
 
 DEFAULT_ORDER = (
     PassEntry("HoistAllocations", "tir_passes.passes.hoist_allocations:HoistAllocations", False),
+    PassEntry("ScalarTemporaries", "tir_passes.passes.scalar_temporaries:ScalarTemporaries", False),
     # the canonical forms (docs/canonical-forms.md): one way of writing each computation, before any decision
     PassEntry("CanonicalLoopOrder", "tir_passes.passes.canonical_loop_order:CanonicalLoopOrder", False),
     PassEntry("InlineElementwise", "tir_passes.passes.inline_elementwise:InlineElementwise", False),

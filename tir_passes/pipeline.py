@@ -3,6 +3,7 @@ with dumps, diffs, timing and verification after every pass.
 
 Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
+  ScalarTemporaries  a buffer one block uses as a scratch scalar (an arg-max's `better[0]`) -> a let
   CanonicalLoopOrder  the spatial loops of a nest in its output's axis order
                     (the canonical forms, docs/canonical-forms.md: the passes after decide on one
                     way of writing each computation, whichever way the user wrote it)

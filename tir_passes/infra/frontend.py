@@ -74,8 +74,27 @@ def _diagnostic_message(err: BaseException, path: str) -> str:
         message = f"{message}; write {instead}"
     elif message.startswith(_NOT_WELL_FORMED):
         # TVM suggests check_well_formed=False: that hides the mistake until a later stage
-        line, message = _not_well_formed(where, line)
+        line, message = _undeclared_buffer(where, line, text) or _not_well_formed(where, line)
     return f"{where}:{line}: {message}"
+
+
+_UNDECLARED = re.compile(r"buffer (\w+) is used at .* without a prior DeclBuffer")
+
+
+def _undeclared_buffer(path: str, line: int, text: str) -> tuple[int, str] | None:
+    """`t = T.alloc_buffer(...)` inside a T.sblock: TVM's parser declares no buffer there and its
+    well-formedness check refuses the function at its decorator; name the allocation's line."""
+    found = _UNDECLARED.search(text)
+    if not found:
+        return None
+    allocation = re.compile(rf"^\s*{re.escape(found.group(1))}\s*=\s*T\.alloc_buffer\(")
+    for number in range(line, line + 400):
+        if allocation.match(linecache.getline(path, number)):
+            return number, (f"`{found.group(1)} = T.alloc_buffer(...)` inside a T.sblock declares no buffer in S-TIR "
+                            "(TVM's well-formedness check: it is used without a declaration); write "
+                            f"`{found.group(1)} = T.sblock_alloc_buffer(...)` for a buffer of the block, or "
+                            "T.alloc_buffer at the function's top level")
+    return None
 
 
 def _not_well_formed(path: str, line: int) -> tuple[int, str]:
