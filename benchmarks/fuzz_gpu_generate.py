@@ -56,7 +56,7 @@ def prepare(seed: int, scale: int, out_dir: str, verify: bool) -> dict:
     os.replace(tir_path, os.path.join(out_dir, f"{program.name}.tir.py"))
     func = load_program(os.path.join(out_dir, f"{program.name}.tir.py"))
     try:
-        kernel = compile(func, verify=verify)
+        kernel = compile(func, verify=verify, backend=program.backend)
         reference = ReferenceRun.of(func, sizes=program.sizes or None)
     except Exception as err:  # noqa: BLE001 - classified and listed, the campaign goes on
         kind, detail = classify(err, func, program.sizes)
@@ -76,7 +76,7 @@ def prepare(seed: int, scale: int, out_dir: str, verify: bool) -> dict:
             params.append({"name": param.name, "kind": "buffer", "dtype": str(param.dtype)})
     return {"name": program.name, "seed": seed, "family": program.family, "module": f"{program.name}.py",
             "data": f"{program.name}.npz", "datasets": len(reference.datasets), "params": params,
-            "sizes": program.sizes, "kernels": len(kernel.program.kernels)}
+            "sizes": program.sizes, "kernels": len(kernel.program.kernels), "backend": program.backend}
 
 
 def prepare_isolated(seed: int, scale: int, out_dir: str, verify: bool, seconds: float) -> dict:

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0, help="first seed (the programs are seed, seed+1, ...)")
     parser.add_argument("--count", type=int, default=100)
-    parser.add_argument("--family", choices=sorted(FAMILY_BUILDERS), help="only programs of this family")
+    parser.add_argument("--family", choices=sorted([*FAMILY_BUILDERS, "gluon"]), help="only programs of this family")
     parser.add_argument("--out", help="folder for failure reproducers (default: a temporary folder)")
     parser.add_argument("--verify-every", type=int, default=1,
                         help="compile every Nth program with verification on, the rest with verify=False")

@@ -48,6 +48,8 @@ FAMILIES = {
 # drawn apart from FAMILIES, from a generator of its own, so every other seed's program stays
 # byte for byte what it was (the CI range was vetted in full with them)
 LOADED_INTEGERS_SHARE = 0.06
+# the Gluon backend's family, drawn the same way from a stream of its own: CUDA-style schedules
+GLUON_SHARE = 0.04
 
 # hostile_names=True: identifiers the code generator itself uses, or that Python and Triton mean
 # something by, as loop and buffer names (disjoint: a loop variable would shadow a buffer)
@@ -123,6 +125,7 @@ class Program:
     name: str
     source: str
     sizes: dict[str, int] = field(default_factory=dict)   # symbolic size -> the value the kernel check binds
+    backend: str = "triton"   # the backend the runner compiles it with
 
 
 def pick_extent(rng: random.Random, high: int = 70, low: int = 1) -> int:
@@ -1060,6 +1063,10 @@ def generate(seed: int, family: str | None = None, *, scale: int = 1, hostile_na
         family = rng.choices(list(FAMILIES), weights=list(FAMILIES.values()))[0]
         if random.Random(f"loaded_integers {seed}").random() < LOADED_INTEGERS_SHARE:
             family = "loaded_integers"
+        elif random.Random(f"gluon {seed}").random() < GLUON_SHARE:
+            family = "gluon"
+    if family == "gluon":
+        return generate_gluon(seed, scale)
     state = rng.getstate()
 
     def names():
@@ -1079,3 +1086,66 @@ def generate(seed: int, family: str | None = None, *, scale: int = 1, hostile_na
 def _unbound_symbols(builder: ProgramBuilder) -> list[str]:
     whole = {d.text for b in builder.params if b.role != "scalar" for d in b.dims}
     return [s for s in builder.symbols if s not in whole]
+
+
+# --- the Gluon backend's family ---------------------------------------------------------------------
+GLUON_MAPS = ("{x} * T.float32({c})", "{x} + T.float32({c})", "T.max({x}, T.float32({c}))",
+              "T.exp({x} * T.float32(0.25))", "T.sqrt(T.abs({x}) + T.float32(1))", "{x} * {x} * T.float32(0.125)",
+              "T.min({x}, T.float32({c})) - {x}")
+
+
+def _gluon_value(rng: random.Random, x: str) -> str:
+    for _ in range(rng.randint(1, 3)):
+        x = rng.choice(GLUON_MAPS).format(x=f"({x})", c=rng.choice([0.5, -1.5, 2.0, 0.25, 3.0]))
+    return x
+
+
+def generate_gluon(seed: int, scale: int = 1) -> Program:
+    """A thread-bound schedule the Gluon backend compiles (docs/writing-a-backend.md): tiles that
+    divide the loops, one threadIdx extent per kernel. `map`: a row per program, columns in chunks
+    of a warp-multiple; `staged`: a transpose through a shared tile (the CUDA schedule of
+    examples/shared_memory.py), with an elementwise map on the way. float16 or float32 inputs,
+    computed in float32 (bounded maps: |x| stays small)."""
+    rng = random.Random(f"gluon program {seed}")
+    dtype = rng.choice(["float32", "float32", "float16"])
+    load = (lambda text: f'T.Cast("float32", {text})') if dtype == "float16" else (lambda text: text)
+    if rng.random() < 0.5:
+        rows, threads, chunks = rng.randint(1, 6 * scale), rng.choice([32, 64]), rng.randint(1, 3)
+        cols = threads * chunks
+        signature = f'X: T.Buffer(({rows}, {cols}), "{dtype}"), Y: T.Buffer(({rows}, {cols}), "float32")'
+        value = _gluon_value(rng, load("X[v0, v1]"))
+        body = [f'for b in T.thread_binding({rows}, thread="blockIdx.x"):',
+                f"    for c in range({chunks}):",
+                f'        for t in T.thread_binding({threads}, thread="threadIdx.x"):',
+                '            with T.sblock("Y"):',
+                f"                v0 = T.axis.spatial({rows}, b)",
+                f"                v1 = T.axis.spatial({cols}, c * {threads} + t)",
+                f"                Y[v0, v1] = {value}"]
+        form = "map"
+    else:
+        tile, row_tiles, col_tiles = 32, rng.randint(1, 2 * scale), rng.randint(1, scale + 1)
+        rows, cols = tile * row_tiles, tile * col_tiles
+        signature = f'X: T.Buffer(({rows}, {cols}), "{dtype}"), Y: T.Buffer(({cols}, {rows}), "float32")'
+        value = _gluon_value(rng, load("X_shared[vi, vj]"))
+        body = [f'X_shared = T.sblock_alloc_buffer(({rows}, {cols}), "{dtype}", scope="shared")',
+                f'for j0 in T.thread_binding({col_tiles}, thread="blockIdx.y"):',
+                f'    for i0 in T.thread_binding({row_tiles}, thread="blockIdx.x"):',
+                f"        for a0 in range({tile}):",
+                f'            for a1 in T.thread_binding({tile}, thread="threadIdx.x"):',
+                '                with T.sblock("X_shared"):',
+                f"                    v0 = T.axis.spatial({rows}, i0 * {tile} + a0)",
+                f"                    v1 = T.axis.spatial({cols}, j0 * {tile} + a1)",
+                "                    X_shared[v0, v1] = X[v0, v1]",
+                f"        for j1 in range({tile}):",
+                f'            for i1 in T.thread_binding({tile}, thread="threadIdx.x"):',
+                '                with T.sblock("Y"):',
+                f"                    vi = T.axis.spatial({rows}, i0 * {tile} + i1)",
+                f"                    vj = T.axis.spatial({cols}, j0 * {tile} + j1)",
+                f"                    Y[vj, vi] = {value}"]
+        form = "staged"
+    name = f"fuzz_{seed}"
+    header = [f'"""tir-triton fuzz program: seed {seed}, family gluon ({form}), for the Gluon backend."""',
+              "from tvm.script import tirx as T", "", "SIZES = {}", "BACKEND = \"gluon\"", "", ""]
+    text = "\n".join(header + ["@T.prim_func(s_tir=True)", f"def {name}({signature}):"]
+                     + ["    " + line for line in body]) + "\n"
+    return Program(seed, "gluon", name, text, {}, backend="gluon")

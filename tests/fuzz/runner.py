@@ -130,13 +130,14 @@ def load_program(path: str):
     return load_target(path)[0]["main"]
 
 
-def check_program(func, sizes: dict[str, int], *, verify: bool = True, aot_arch: int | None = AOT_ARCH) -> None:
-    """Compile, check against TVM, compile ahead of time; raise on any problem (the outcome)."""
+def check_program(func, sizes: dict[str, int], *, verify: bool = True, aot_arch: int | None = AOT_ARCH,
+                  backend: str = "triton") -> None:
+    """Compile (with `backend`), check against TVM, compile ahead of time; raise on any problem (the outcome)."""
     from triton_codegen import check_against_tvm, compile
     from triton_codegen.aot import AotCompileError, compile_ahead_of_time
     from triton_codegen.configs import config_space
 
-    kernel = compile(func, verify=verify)
+    kernel = compile(func, verify=verify, backend=backend)
     try:
         report = check_against_tvm(kernel, func, sizes=sizes or None)
     except Exception as err:
@@ -146,7 +147,11 @@ def check_program(func, sizes: dict[str, int], *, verify: bool = True, aot_arch:
         raise
     if not report.ok:
         raise Miscompile(f"{report}\n\n{kernels_of(kernel.source)}")
-    if aot_arch is not None:
+    if aot_arch is not None and backend == "gluon":
+        from triton_codegen.gluon.aot import compile_modules
+
+        compile_modules([(kernel.module_file(), kernel.program)], aot_arch)
+    elif aot_arch is not None:
         for tile_kernel in kernel.program.kernels:
             try:
                 compile_ahead_of_time(kernel.module_file(), tile_kernel, config_space(tile_kernel)[0], aot_arch)
@@ -265,7 +270,8 @@ def run_program(program: Program, work_dir: str, *, verify: bool = True, aot_arc
         func = load_program(path)
     except FrontendError as err:
         return _finish(program, "invalid", str(err), started, verify, out_dir, known)
-    kind, detail = outcome_of(func, program.sizes, verify=verify, aot_arch=aot_arch, timeout_s=timeout_s)
+    kind, detail = outcome_of(func, program.sizes, verify=verify, aot_arch=aot_arch, timeout_s=timeout_s,
+                              backend=program.backend)
     if kind == "miscompile":
         why = ill_conditioned(program, func, work_dir)
         kind, detail = ("imprecise", f"{why}\n{detail}") if why else (kind, detail)
@@ -273,11 +279,11 @@ def run_program(program: Program, work_dir: str, *, verify: bool = True, aot_arc
 
 
 def outcome_of(func, sizes: dict[str, int], *, verify: bool = True, aot_arch: int | None = AOT_ARCH,
-               timeout_s: float | None = None) -> tuple[str, str]:
+               timeout_s: float | None = None, backend: str = "triton") -> tuple[str, str]:
     """(outcome, detail) of check_program on `func` ("ok", "" when it passes)."""
     try:
         with time_limit(timeout_s):
-            check_program(func, sizes, verify=verify, aot_arch=aot_arch)
+            check_program(func, sizes, verify=verify, aot_arch=aot_arch, backend=backend)
     except Exception as err:  # noqa: BLE001 - every exception is an outcome to classify
         return classify(err, func, sizes)
     return "ok", ""
@@ -300,7 +306,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from tests.fuzz.runner import check_program, load_program  # noqa: E402
 
 func = load_program(os.path.join(os.path.dirname(os.path.abspath(__file__)), "{program}"))
-check_program(func, {sizes!r}, verify={verify})  # raises what the fuzzer saw; silent when it is fixed
+check_program(func, {sizes!r}, verify={verify}, backend={backend!r})  # raises what the fuzzer saw; silent when it is fixed
 print("compiled, matches TVM's llvm build, compiles for sm_{arch}")
 '''
 
@@ -312,7 +318,7 @@ def write_reproducer(program: Program, kind: str, detail: str, folder: str, veri
     with open(reproduce, "w") as handle:
         handle.write(REPRODUCER.format(seed=program.seed, family=program.family, kind=kind, path=reproduce,
                                        program=os.path.basename(program_path), sizes=program.sizes, arch=AOT_ARCH,
-                                       verify=verify))
+                                       verify=verify, backend=program.backend))
     with open(os.path.join(folder, "outcome.txt"), "w") as handle:
         handle.write(f"seed {program.seed}, family {program.family}: {kind}\n\n{detail}\n")
     return folder
