@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from .generator import GLUON_SHARE, generate, generate_gluon
@@ -58,3 +59,17 @@ def test_a_gluon_program_compiles_matches_tvm_and_compiles_for_sm90(tmp_path, se
     assert ("(map)" in program.source) != ("(staged)" in program.source)
     outcome = run_program(program, str(tmp_path), verify=seed == 4)
     assert outcome.kind == "ok", outcome.detail
+
+
+def test_the_gpu_campaign_stores_the_fp32_accumulating_reference(tmp_path, monkeypatch):
+    """fuzz_5105 of the 2026-12-01 H200 run differed only by TVM's 16-bit accumulation: the stored
+    expected outputs now follow the kernels' rule (docs/verification.md)."""
+    half_sum = generate(5, "loaded_integers", scale=2)
+    assert "half_sum" in half_sum.source and '"float16"' in half_sum.source
+    monkeypatch.setattr(fuzz_gpu_generate, "generate", lambda seed, scale: half_sum)
+    entry = fuzz_gpu_generate.prepare(5, 2, str(tmp_path), False)
+    data = np.load(tmp_path / entry["data"])
+    for index in range(entry["datasets"]):
+        a = data[f"in{index}__A0"]
+        expected = np.cumsum(a.astype(np.float32), axis=1, dtype=np.float32)[:, -1].astype(np.float16)
+        assert data[f"out{index}__Out0"].tolist() == expected.tolist()
