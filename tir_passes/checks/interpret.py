@@ -5,9 +5,9 @@ TVM's build is not always the right one (it computes `floordiv(floormod(a, 2), -
 the answer is -1; its 16-bit accumulation is rewritten away before it builds, checks/accumulation.py).
 This evaluator shares no code with either: it walks the TIR itself with exact integers (Python
 ints, wrapped to the dtype only when stored or cast) and float64 for every float, so a 16-bit
-reduction accumulates wider than fp32, as docs/verification.md's accumulation rule asks. The kernel check asks it only on a
-disagreement (triton_codegen/check.py: second_opinion): it is slow (one Python call per node),
-so it refuses programs above MAX_STEPS stores.
+reduction accumulates wider than fp32, as docs/verification.md's accumulation rule asks. The
+kernel check asks it only on a disagreement (triton_codegen/check.py: second_opinion): it is slow
+(one Python call per node), so it refuses programs above MAX_STEPS stores.
 
 Semantics followed: a block runs under its predicate with its iteration variables bound to their
 values, its `T.init` when every reduction variable is at the start of its domain; loops of every
