@@ -12,6 +12,7 @@ that the launcher allocates.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,11 +77,13 @@ def lower_program(
     globals_ = [p for p in func.params if tirx.is_buffer_var(p)] + scratch_bufs
     scalars = {p.name: p for p in func.params if not tirx.is_buffer_var(p)}
     kernels, combines = [], []
+    deterministic = deterministic_promise(func)
     for index, (stmt, record) in enumerate(zip(statements, records)):
         lowering = KernelLowering(
             func, f"{python_name(name)}_kernel{index}", globals_, record, scalars, shape_vars, float32_matmul_precision
         )
-        kernels.append(lowering.lower(stmt))
+        kernel = lowering.lower(stmt)
+        kernels.append(dataclasses.replace(kernel, deterministic=True) if deterministic else kernel)
         combines += [c for c in lowering.combines if c not in combines]
     scratch = tuple(
         ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs
@@ -95,7 +98,7 @@ def lower_program(
         source_hash,
         passes,
         tuple(combines),
-        deterministic_promise(func),
+        deterministic,
         float32_matmul_precision,
     )
 

@@ -24,6 +24,7 @@ from tir_passes.infra.names import pointer_name, stride_name
 from lowering.tile_ir import TileKernel
 
 from .descriptors import DescriptorPlan
+from .emit_kernel import unspecialized_scalars
 from .loader import import_module, triton_library_interpreted
 
 _POINTER_TYPES = {"bool": "*i1", "int8": "*i8", "int16": "*i16", "int32": "*i32", "int64": "*i64",
@@ -40,6 +41,8 @@ class AotResult:
     registers: int | None = None       # per thread, from the cubin (cuobjdump)
     spilled_bytes: int | None = None   # local memory per thread: register spills
     tma_copies: int = 0                # TMA instructions (cp.async.bulk.tensor) in the PTX
+    ttgir: str = ""                    # with listings=True: Triton's GPU IR (the layouts) and the PTX
+    ptx: str = ""
 
 
 class AotCompileError(RuntimeError):
@@ -80,10 +83,11 @@ def specialized_signature(
     constexprs, [argument index, ...] of the divisible ones)."""
     signature, constexprs = kernel_signature(kernel, config)
     divisible = []
+    unspecialized = unspecialized_scalars(kernel)  # do_not_specialize (deterministic kernels)
     for index, (name, kind) in enumerate(signature.items()):
         if kind.startswith("*"):
             divisible.append(index)
-        elif kind != "constexpr" and name in values:
+        elif kind != "constexpr" and name in values and name not in unspecialized:
             if values[name] == 1:
                 signature[name], constexprs[name] = "constexpr", 1
             elif values[name] % 16 == 0:
@@ -111,6 +115,8 @@ def _compile_here(request: dict) -> dict:
     }
     if request.get("resources"):
         reply.update(_cubin_resources(compiled.asm["cubin"]))
+    if request.get("listings"):
+        reply.update(ttgir=compiled.asm["ttgir"], ptx=compiled.asm["ptx"])
     return reply
 
 
@@ -164,11 +170,13 @@ def compile_ahead_of_time(
     arch: int,
     values: dict[str, int] | None = None,
     plan: DescriptorPlan | None = None,
+    listings: bool = False,
 ) -> AotResult:
     """Compile one kernel at one config for sm_`arch`, or with a plan its `_tma` variant
     (descriptors.plan_descriptors). With `values` (the launch's integer arguments by name) the
     pointer kernel is specialized as that launch would be, and the result has the registers and
-    spills the hardware model needs."""
+    spills the hardware model needs; with `listings` the TTGIR and PTX (tests compare two
+    launches' codegen with them)."""
     if values is None:
         (signature, constexprs), divisible = kernel_signature(kernel, config, plan), []
     elif plan is None:
@@ -181,10 +189,12 @@ def compile_ahead_of_time(
         "kernel": name,
         "signature": signature,
         "constexprs": constexprs,
-        "options": {"num_warps": config["num_warps"], "num_stages": config["num_stages"], "debug": kernel.debug},
+        "options": {"num_warps": config["num_warps"], "num_stages": config["num_stages"], "debug": kernel.debug,
+                    "enable_fp_fusion": not kernel.deterministic},
         "arch": arch,
         "divisible": divisible,
         "resources": values is not None,
+        "listings": listings,
     }
     if triton_library_interpreted():
         reply = _Worker.ask(request)
@@ -197,7 +207,8 @@ def compile_ahead_of_time(
     if not reply["ok"]:
         raise AotCompileError(f"{name} does not compile for sm_{arch} with {config}:\n{reply['error']}")
     return AotResult(
-        name, arch, reply.get("shared"), reply.get("registers"), reply.get("spilled"), reply.get("tma_copies", 0)
+        name, arch, reply.get("shared"), reply.get("registers"), reply.get("spilled"), reply.get("tma_copies", 0),
+        reply.get("ttgir", ""), reply.get("ptx", ""),
     )
 
 

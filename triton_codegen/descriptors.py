@@ -19,7 +19,13 @@ how it is made is decided here, once. An access goes through a descriptor when:
 - a store's mask says only "inside the buffer" (a load applies any other conjunct to the loaded
   tile with tl.where);
 - the kernel does not both read and write the buffer: a TMA store is asynchronous and TMA loads
-  read through another memory proxy, so a read after a write in one program would need fences.
+  read through another memory proxy, so a read after a write in one program would need fences;
+- the kernel is not a deterministic one whose float sums or scans walk loaded tiles (a reduction,
+  layout or scan pin): a tile a TMA copy fills is read from shared memory into another register
+  layout than a pointer load's (H200, rows of 700 fp32: 4 elements per thread against 1), so
+  tl.sum's tree would follow the variant, and the launcher picks it by whether the tiles divide
+  the tensor, that is by the batch (docs/determinism.md). A tl.dot kernel keeps its variant: its
+  operands reach the MMA through shared memory in either, and its sums are over the MMA's tiles.
 
 Host-side descriptors rather than tl.make_tensor_descriptor: device-side ones need a global
 scratch allocator (triton.set_allocator), process-wide state that a standalone module should not
@@ -34,6 +40,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from lowering.tile_ir import Binary, Const, Load, Scalar, Store, TileAccess, TileKernel
+from tir_passes.contracts.tile_contract import PIN_LAYOUT, PIN_REDUCTION, PIN_SCAN
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.names import python_name
 
@@ -41,6 +48,7 @@ MAX_RANK = 5           # TMA describes tensors of at most 5 dimensions
 TMA_ALIGNMENT = 16     # bytes: strides, base addresses and (measured) the rows' start along the last axis
 NO_TMA_DTYPES = ("bool",)
 VARIANT_SUFFIX = "_tma"
+LOADED_TILE_ORDER_PINS = (PIN_REDUCTION, PIN_LAYOUT, PIN_SCAN)   # a deterministic sum over loaded tiles
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,8 @@ class DescriptorPlan:
 
 def plan_descriptors(kernel: TileKernel) -> DescriptorPlan | None:
     """The kernel's descriptors, in the order of their first access; None when there are none."""
+    if any(why in LOADED_TILE_ORDER_PINS for _, _, why in kernel.pins):
+        return None
     dtypes = {buf.name: buf.dtype for buf in kernel.buffers}
     accesses = _in_program_order(kernel.body)
     loaded = {a.buffer for a in accesses if isinstance(a, Load)}

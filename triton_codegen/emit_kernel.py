@@ -718,9 +718,26 @@ def emit_select_combine(combine: SelectCombine, src: Source) -> None:
         src.line("return " + ", ".join(f"tl.where(a_wins, {x}, {y})" for x, y in zip(a, b)))
 
 
+def unspecialized_scalars(kernel: TileKernel) -> list[str]:
+    """A deterministic kernel's integer arguments (sizes), which Triton must not specialize on their
+    value: a size of 1 would compile as a constant and a multiple of 16 with wider vectors, so
+    another batch would run other code, whose masks and layouts (hence tl.sum's tree) may differ."""
+    if not kernel.deterministic:
+        return []
+    return [s.name for s in kernel.scalars if s.dtype.startswith(("int", "uint"))]
+
+
+def jit_decorator(kernel: TileKernel) -> str:
+    options = ["debug=True"] if kernel.debug else []  # debug: device_assert is live
+    unspecialized = unspecialized_scalars(kernel)
+    if unspecialized:
+        options.append(f"do_not_specialize={unspecialized!r}")
+    return f"@triton.jit({', '.join(options)})" if options else "@triton.jit"
+
+
 def emit_kernel(kernel: TileKernel, src: Source, plan: DescriptorPlan | None = None) -> set[str]:
     """Write the kernel, or with a plan its `_tma` variant; returns the names of the HELPERS it calls."""
-    src.line("@triton.jit(debug=True)" if kernel.debug else "@triton.jit")  # debug: device_assert is live
+    src.line(jit_decorator(kernel))
     name = plan.variant if plan else kernel.name
     with src.block(f"def {name}({', '.join(kernel_parameters(kernel, plan))}):"):
         if kernel.source_blocks:

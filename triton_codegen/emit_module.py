@@ -129,6 +129,8 @@ def _launch_function(kernel: TileKernel, plan: DescriptorPlan | None, src: Sourc
         if kernel.group_m:
             options.append(f'GROUP_M=config.get("GROUP_M", {kernel.group_m})')
         options += ['num_warps=config["num_warps"]', 'num_stages=config["num_stages"]']
+        if kernel.deterministic:  # each product rounds as the program says (docs/determinism.md)
+            options.append("enable_fp_fusion=False")
         if plan is None:
             src.call(f"return wrap({kernel.name})[(programs,)](", args + options)
             return
