@@ -3,9 +3,10 @@
     python benchmarks/determinism_generate.py generated-determinism     # then, on the GPU machine:
     python benchmarks/determinism_gpu.py generated-determinism [OUT.json]
 
-For the norms, softmax, a row sum and matmul: one module per batch size (1, 7, 33, 300 rows, static
-sizes: each compile takes its own default tiles) with the flag, and the same without it (what the
-flag changes); rmsnorm also with a symbolic row count (one module for every batch). The GPU side
+For the norms, softmax and matmul: one module per batch size (1, 7, 33, 300 rows, static sizes:
+each compile takes its own default tiles) with the flag, and the same without it (what the flag
+changes); rmsnorm with a symbolic row count (one module for every batch, launched with a size of 1
+too). Rows that fit one tile (whole rows, read once) and rows of 20000 (fixed chunks). The GPU side
 runs each on the first rows of the same inputs and compares every row bit for bit, and every
 config of the largest batch's module with its default (docs/determinism.md).
 """
@@ -32,7 +33,13 @@ def cases():
 
     return [
         ("rmsnorm_fp16_4096", lambda b: make_rmsnorm(4096, "float16"), True, "Y", ("X", "Y")),
+        # rows of 700 fp32: a row stride Triton does not know to be a multiple of 16 (1-element
+        # loads), and tiles that do not divide the tensor (where a TMA variant would run)
+        ("rmsnorm_fp32_700", lambda b: make_rmsnorm(700), True, "Y", ("X", "Y")),
         ("layernorm_fp32_700", lambda b: make_layernorm(b, 700), False, "Y", ("X", "Y")),
+        # rows longer than one tile (16384): fixed chunks, the online softmax
+        ("rmsnorm_fp32_20000", lambda b: make_rmsnorm(20000), True, "Y", ("X", "Y")),
+        ("softmax_fp16_20000", lambda b: make_softmax(b, 20000, "float16"), False, "Out", ("A", "Out")),
         ("layernorm_fp16_8192", lambda b: make_layernorm(b, 8192, "float16"), False, "Y", ("X", "Y")),
         ("softmax_fp32_700", lambda b: make_softmax(b, 700), False, "Out", ("A", "Out")),
         ("softmax_fp16_8192", lambda b: make_softmax(b, 8192, "float16"), False, "Out", ("A", "Out")),

@@ -71,8 +71,9 @@ def check(folder: str, entry: dict, batches: list[int]) -> dict:
             finally:
                 module.CHOSEN[name] = default
     kept = all(same_rows.values()) and not differing
+    variants = {str(b): dict(getattr(modules[b], "VARIANTS_RUN", {})) for b in batches}  # pointers or descriptors
     return {"name": entry["name"], "deterministic": entry["deterministic"], "rows_equal": same_rows,
-            "configs": total, "configs_differing": differing, "bitwise_equal": kept}
+            "configs": total, "configs_differing": differing, "bitwise_equal": kept, "variants_run": variants}
 
 
 def main(folder: str, out: str | None) -> int:

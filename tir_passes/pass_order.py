@@ -27,7 +27,7 @@ DEFAULT_ORDER = (
     PassEntry("CanonicalMasks", "tir_passes.passes.canonical_masks:CanonicalMasks", False),
     PassEntry("FactorOutOfSums", "tir_passes.passes.factor_out_of_sums:FactorOutOfSums", False),
     PassEntry("SplitReduction", "tir_passes.passes.split_reduction:SplitReduction", True, True),
-    PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True, True),
+    PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True),
     PassEntry("LoopFusion", "tir_passes.passes.loop_fusion:LoopFusion", True),
     PassEntry("ShareContractionLoops", "tir_passes.passes.share_contraction_loops:ShareContractionLoops", False),
     PassEntry("BufferLayout", "tir_passes.passes.buffer_layout:BufferLayout", False),

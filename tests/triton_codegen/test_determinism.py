@@ -182,7 +182,8 @@ def test_the_dump_the_module_and_the_manifest_record_the_promise(tmp_path):
     manifest = kernel.manifest()
     assert manifest["deterministic"] is True
     pinned = {p["name"]: p for p in manifest["kernels"][0]["pinned"]}
-    assert pinned["num_warps"]["value"] == 4 and any(p["why"] == "reduction" for p in pinned.values())
+    # a whole row of 700 fp32: its 1024 / 4 vectors over 32 lanes, 8 warps
+    assert pinned["num_warps"]["value"] == 8 and any(p["why"] == "reduction" for p in pinned.values())
     assert "PINS = " in kernel.source and "Deterministic" in kernel.source and "atomic_" not in kernel.source
     for config in manifest["kernels"][0]["configs"]:
         assert all(config[name] == pin["value"] for name, pin in pinned.items())
@@ -200,6 +201,43 @@ def _without_pins(func):
         return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, annotations)
 
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, strip)))
+
+
+def _with_warps(func, warps: int):
+    """The tiled function with every kernel's num_warps (and its pin) changed to `warps`."""
+    def change(loop):
+        raw = loop.annotations.get(KERNEL_KEY)
+        if raw is None:
+            return loop
+        value = dict(raw.items())
+        value["num_warps"] = warps
+        value["pins"] = [{**dict(p.items()), "size": warps} if str(p["name"]) == "num_warps" else p
+                         for p in value.get("pins", [])]
+        annotations = {**dict(loop.annotations), KERNEL_KEY: value}
+        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, annotations)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, change)))
+
+
+def test_a_row_that_fits_is_one_whole_tile_read_once_and_a_longer_one_walks_chunks():
+    """The memory-bound cost (issue 20): a row of 700 is one pinned tile of 1024, loaded once for
+    the mean, the variance and the normalize; a row of 20000 (over the widest tile) chunks of 512."""
+    whole = compile(make_layernorm(33, N), deterministic=True, verify=False)
+    (tile_kernel,) = whole.program.kernels
+    assert [(size, why) for name, size, why in tile_kernel.pins if name != "num_warps"] == [(1024, "reduction")]
+    assert whole.source.count("tl.load(X_ptr") == 1
+    chunked = compile(make_rmsnorm(20000), deterministic=True, verify=False)
+    assert ("BLOCK_AX0", 512, "reduction") in chunked.program.kernels[0].pins
+    assert ("num_warps", 4, "warps") in chunked.program.kernels[0].pins
+
+
+def test_the_contract_check_refuses_a_whole_row_too_short_for_its_warps():
+    """A whole tile of 1024 fp32 at 16 warps leaves threads without a full vector: the rows per
+    program would change how threads split the row."""
+    kernel = compile(make_layernorm(33, N), deterministic=True, verify=False)
+    mod = kernel.tir.__class__({"main": _with_warps(kernel.tir["main"], 16)})
+    problems = check_contract(mod)
+    assert any("not the program's tile of 2048" in p for p in problems), problems
 
 
 @pytest.mark.parametrize("name", ["rmsnorm", "matmul"])

@@ -5,16 +5,18 @@ the sizes of the other axes (the batch, the rows, the values of symbolic sizes),
 and the GPU's scheduling. A reduction's bits depend on the order it adds in; exact combiners (max,
 min, integer sums) do not. So, for every block whose result depends on that order (`order_sensitive`):
 
-- its tile along each reduction axis is a fixed chunk (`chunk_elements`), never the whole row: a
-  whole tile is the extent's next power of two, so a longer row, or the same row compiled with a
-  symbolic length, would add in another order. The chunks are walked in order by one program (a
-  serial loop), each folded with one tl.sum; no split-K, no atomics (the lowering emits none).
+- its tile along each reduction axis is fixed by the program, never by a config or the other
+  axes' sizes. A row of a static length that fits one tile (as without the flag) is one whole
+  tile of `whole_tile` elements: its padded length, at least a full vector for every thread of
+  the pinned warps (read once, as without the flag). A longer or symbolic row is walked in fixed
+  chunks (`chunk_elements`) in order by one program (a serial loop), each folded with one
+  tl.sum. No split-K, no atomics (the lowering emits none).
 - tl.sum's tree over a tile is Triton's: elements a thread holds are added in order, then lanes
   by shuffles, then warps through shared memory (ReduceOpToLLVM). Which elements a thread holds is
   the blocked layout of the coalescing pass: `min(vector width from the pointers' alignment,
   tile elements / threads)` contiguous elements per thread along the most contiguous axis, then
   lanes and warps along it first (CoalesceUtils, BlockedEncodingAttr). With num_warps pinned and a
-  chunk of at least vector width x 32 x warps along the reduced, contiguous axis, the split of
+  tile of at least vector width x 32 x warps along the reduced, contiguous axis, the split of
   that axis is the same for any number of rows per program: rows only repeat the layout. Where
   the reduction runs along another axis, the other tile axes decide how threads split it, so
   they are pinned too (PIN_LAYOUT).
@@ -35,11 +37,13 @@ from dataclasses import dataclass
 from tvm import s_tir, tirx
 
 from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, is_reduction_block,
-                                     is_self_load, loop_kind, loops_under, uses_var)
+                                     is_self_load, loop_kind, loops_under, next_power_of_two, uses_var)
 from tir_passes.contracts.tile_contract import LIMITS, PIN_LAYOUT, PIN_REDUCTION, PIN_SCAN
 from tir_passes.infra.dtypes import element_bytes
+from tir_passes.infra.pass_util import static_int
 
-PINNED_WARPS = 4          # every deterministic kernel without a tl.dot runs 4 warps
+PINNED_WARPS = 4          # a deterministic kernel without a tl.dot that walks chunks runs 4 warps
+MAX_WHOLE_ROW_WARPS = 16  # whole rows: one warp per 32 vectors of the row, 4 to 16 (as fused_warps without the flag)
 VECTOR_BITS = 128         # the widest vector load a thread issues (LDG.128)
 THREADS_PER_WARP = 32
 PINNED_SPATIAL = 16       # the other tile axes of a reduction along a non-contiguous axis
@@ -49,8 +53,31 @@ SCAN_COMBINERS = ("sum", "prod")
 def chunk_elements(dtype_bytes: int, warps: int = PINNED_WARPS) -> int:
     """The tile along a pinned reduction axis: every lane of every warp holds a full vector of it,
     so the layout's split of the axis does not depend on the tile's other sizes."""
-    per_thread = max(1, VECTOR_BITS // (8 * dtype_bytes))
-    return min(per_thread * THREADS_PER_WARP * warps, LIMITS.max_row_tile)
+    return min(_per_thread(dtype_bytes) * THREADS_PER_WARP * warps, LIMITS.max_row_tile)
+
+
+def _per_thread(dtype_bytes: int) -> int:
+    return max(1, VECTOR_BITS // (8 * dtype_bytes))
+
+
+def whole_row_warps(extent: int, dtype_bytes: int) -> int:
+    """The warps of a kernel reducing a whole row of `extent` elements: the row's vectors over 32
+    lanes, between 4 and 16 warps (a function of the row, never of the rows or the config)."""
+    lanes = next_power_of_two(extent) // (_per_thread(dtype_bytes) * THREADS_PER_WARP)
+    return max(PINNED_WARPS, min(MAX_WHOLE_ROW_WARPS, lanes))
+
+
+def whole_tile(extent: int, dtype_bytes: int, warps: int) -> int:
+    """The tile of a whole row: its padded length, and at least a full vector for every thread, so
+    the rows per program do not change how threads split it (a 64-element row gets 512 lanes)."""
+    return max(next_power_of_two(extent), chunk_elements(dtype_bytes, warps))
+
+
+def fits_whole(extent) -> bool:
+    """A reduction of this extent is one whole tile (a static length within the widest row tile,
+    as Tiling keeps it without the flag); else fixed chunks."""
+    static = static_int(extent)
+    return static is not None and static <= LIMITS.max_row_tile
 
 
 def _is_float(dtype) -> bool:
@@ -116,6 +143,7 @@ class PinRequest:
     size: int
     why: str
     name: str = ""  # the loop's name (an axis for a loop the plan left untiled)
+    whole: bool = False  # the loop is one tile (not split): a whole row
 
 
 def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]], free=lambda loop: True) \
@@ -142,18 +170,49 @@ def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]
         loops = list(enclosing)
         tiled = [loop for loop in loops if tiled_size(loop) is not None]
         chunk = chunk_elements(narrowest_load(block))
+        contiguous = reduces_along_contiguous(realize, loops, lambda loop: tiled_size(loop) is not None or free(loop))
         for loop in tiled:
             if loop_kind(loop, realize) == REDUCE:
                 key = loop.loop_var.__chandle__()
-                requests[key] = PinRequest(key, chunk, PIN_REDUCTION)
-        if not reduces_along_contiguous(realize, loops, lambda loop: tiled_size(loop) is not None or free(loop)):
+                whole = contiguous and fits_whole(loop.extent)
+                requests[key] = PinRequest(key, static_int(loop.extent) if whole else chunk, PIN_REDUCTION,
+                                           whole=whole)
+        if not contiguous:
             contiguous = _contiguous_loops(realize, loops)
             for loop in loops:
                 key = loop.loop_var.__chandle__()
                 wanted = tiled_size(loop) is not None or (free(loop) and any(loop.same_as(c) for c in contiguous))
                 if wanted and loop_kind(loop, realize) == SPATIAL and key not in requests:
                     requests[key] = PinRequest(key, PINNED_SPATIAL, PIN_LAYOUT, loop.loop_var.name)
-    return [requests[key] for key in sorted(requests, key=lambda k: _order(stmt, k))]
+    return _sized([requests[key] for key in sorted(requests, key=lambda k: _order(stmt, k))], stmt)
+
+
+def _sized(requests: list[PinRequest], stmt) -> list[PinRequest]:
+    """Whole-row requests carry their extent until the kernel's warps are known: then their tile."""
+    warps = kernel_warps(requests, stmt)
+    loads = _pinned_loads(stmt)
+    return [PinRequest(r.loop, whole_tile(r.size, loads[r.loop], warps), r.why, r.name, True) if r.whole else r
+            for r in requests]
+
+
+def _pinned_loads(stmt) -> dict[int, int]:
+    """Per reduction loop, the narrowest element the order-sensitive blocks under it load."""
+    loads: dict[int, int] = {}
+    for realize, enclosing in block_sites(stmt):
+        if order_sensitive(realize.block):
+            for loop in enclosing:
+                key = loop.loop_var.__chandle__()
+                loads[key] = min(loads.get(key, 16), narrowest_load(realize.block))
+    return loads
+
+
+def kernel_warps(requests: list[PinRequest], stmt) -> int:
+    """num_warps of a kernel with these pins: 4 when any reduction walks chunks (their size assumes
+    4), else the fewest the whole rows ask for (whole_row_warps)."""
+    if not requests or any(not r.whole for r in requests):
+        return PINNED_WARPS
+    loads = _pinned_loads(stmt)
+    return min(whole_row_warps(r.size, loads[r.loop]) for r in requests)
 
 
 def _order(stmt, key: int) -> int:

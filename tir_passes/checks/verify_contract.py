@@ -22,8 +22,10 @@ check can. After every pass (a no-op before Tiling), for every kernel it verifie
 
 When the root block carries Tiling's deterministic promise (compile(deterministic=True),
 determinism.py), also: every tile axis an order-sensitive reduction (a float sum, not max or min)
-reduces along is pinned at its size, in chunks (never a whole tile, whose size follows the
-extent) of at least determinism.chunk_elements, never a program id; where the reduction does not
+reduces along is pinned at its size, never a program id: either one whole tile of a static row
+along the loads' contiguous axis, at exactly determinism.whole_tile (the row's padded length, and
+a full vector for every thread of the pinned warps), or chunks of at least
+determinism.chunk_elements (a whole tile anywhere else follows the extent); where the reduction does not
 run along its loads' contiguous axis its other tile axes are pinned too; a kernel with a tl.dot
 pins every tile; a float sum or product scan pins its axis; and num_warps is pinned wherever one
 of these is. A pin's value is the loop's size: no config may change what the promise rests on.
@@ -45,7 +47,8 @@ import tvm_ffi
 from tvm import sym, tirx
 
 from tir_passes.analyses.dependence import carried_dependences
-from tir_passes.analyses.determinism import chunk_elements, narrowest_load, order_sensitive, reduces_along_contiguous
+from tir_passes.analyses.determinism import (chunk_elements, fits_whole, narrowest_load, order_sensitive,
+                                             reduces_along_contiguous, whole_tile)
 from tir_passes.analyses.nest import (
     REDUCE,
     SPATIAL,
@@ -186,10 +189,7 @@ def _reduction_pins(realize, loops, tiles, kernel: KernelTile) -> list[str]:
         elif tile.role == TILE:
             problems.append(_unpinned(tile, kernel, f"{name} adds along it (the association of its partial sums)"))
             if tile.whole:
-                problems.append(
-                    f"{name} reduces along a whole tile {tile.block}={tile.size}: its size follows the "
-                    "extent, so another length (or a symbolic one) adds in another order"
-                )
+                problems.append(_whole_row_problem(realize, loops, loop, tile, tiles, kernel))
             elif tile.size < chunk:
                 problems.append(
                     f"{name}'s chunk {tile.block}={tile.size} is under {chunk}: threads would not all hold "
@@ -206,6 +206,20 @@ def _reduction_pins(realize, loops, tiles, kernel: KernelTile) -> list[str]:
             if _is_tile(tiles, loop) and loop_kind(loop, realize) != REDUCE
         ]
     return problems
+
+
+def _whole_row_problem(realize, loops, loop, tile: LoopTile, tiles, kernel: KernelTile) -> str:
+    """A whole tile is invariant only as one static row along the contiguous axis, padded to the
+    size the program fixes (whole_tile): then no config and no other axis changes its tree."""
+    name, extent = realize.block.name_hint, static_int(loop.extent)
+    if not fits_whole(loop.extent) or not reduces_along_contiguous(realize, loops, lambda l: _is_tile(tiles, l)):
+        return (f"{name} reduces along a whole tile {tile.block}={tile.size} that is not one static row along "
+                "its loads' contiguous axis: its size or its split follows the extent")
+    wanted = whole_tile(extent, narrowest_load(realize.block), kernel.num_warps)
+    if tile.size != wanted:
+        return (f"{name}'s whole row {tile.block}={tile.size} is not the program's tile of {wanted} (the row's "
+                f"padded length, a full vector for every thread of {kernel.num_warps} warps)")
+    return ""
 
 
 def _is_tile(tiles, loop) -> bool:

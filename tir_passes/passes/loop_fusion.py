@@ -42,7 +42,7 @@ from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.analyses.nest import (block_accesses, blocks_under, contraction_operands, loop_chain, perfect_nest,
                                       realizes_under)
 from tir_passes.contracts.online_contract import online_rescale, online_shift
-from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
+from tir_passes.infra.pass_util import root_block, s_tir_pass, static_int, top_level_statements
 from tir_passes.analyses.recompute import clobbered_inputs, reader_nests, recompute_for_readers, worth_recomputing
 from tir_passes.contracts.tile_contract import LIMITS, row_fits_in_registers
 from tir_passes.contracts.fusion_record import (FUSE, INLINE, MERGE, MOVE, RECOMPUTE, FusionStep, fusion_steps,
@@ -93,15 +93,19 @@ def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: 
         )
 
 
-def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False) -> tirx.Var | None:
+def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False, unit: bool = False) \
+        -> tirx.Var | None:
     """The block variable bound to exactly `loop_var`, if any: a spatial one, or with `streams`
-    (a block of an online nest, which folds its reduction axis tile by tile) a reduction one too."""
+    (a block of an online nest, which folds its reduction axis tile by tile) a reduction one too.
+    With `unit` (the loop runs once) a variable of extent 1 bound to 0 is that loop's too: TVM's
+    compute_at binds a fused block's axis so under a unit loop (a batch of one row), and the next
+    producer would not fuse, so one row would run another kernel plan than two."""
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-        if (
-            isinstance(value, tirx.Var)
-            and value.same_as(loop_var)
-            and (iv.iter_type == tirx.IterVar.DataPar or streams)
-        ):
+        if iv.iter_type != tirx.IterVar.DataPar and not streams:
+            continue
+        if isinstance(value, tirx.Var) and value.same_as(loop_var):
+            return iv.var
+        if unit and isinstance(value, tirx.IntImm) and value.value == 0 and static_int(iv.dom.extent) == 1:
             return iv.var
     return None
 
@@ -132,8 +136,9 @@ def shared_depth(sch: s_tir.Schedule, producer: str, consumer: str, buf) -> tupl
     reads = _reads_of(c_real.block, buf)
     depth, reason = 0, f"{producer} and {consumer} share no leading spatial axis"
     for axis in range(min(len(store.indices), len(p_loops), len(c_loops))):
-        p_var = _identity_var(p_real, p_loops[axis].loop_var)
-        c_var = _identity_var(c_real, c_loops[axis].loop_var, _streams(c_real.block))
+        unit = static_int(p_loops[axis].extent) == 1 and static_int(c_loops[axis].extent) == 1
+        p_var = _identity_var(p_real, p_loops[axis].loop_var, unit=unit)
+        c_var = _identity_var(c_real, c_loops[axis].loop_var, _streams(c_real.block), unit=unit)
         if p_var is None or c_var is None or not store.indices[axis].same_as(p_var):
             break
         mismatch = next(

@@ -53,7 +53,6 @@ from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 
 from tir_passes.errors import first_line
-from tir_passes.analyses.determinism import chunk_elements, narrowest_load
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.analyses.nest import blocks_under, call_name, is_self_load, is_zero, perfect_nest, unique_name
 from tir_passes.infra.pass_util import static_int
@@ -395,10 +394,10 @@ def _contraction_producing(func, mx: MaxNest, spec: GpuSpec) -> str | None:
     return None
 
 
-def _worth_it(func, mx: MaxNest, sums: list[SumNest], spec: GpuSpec, deterministic: bool) -> str | None:
-    """Why the online form pays here, or None. Deterministic: also rows longer than the sums'
-    pinned chunk (determinism.py), so a row of a static length adds in the order it does when the
-    length is symbolic (one chunk: the online form adds its sum to an exact zero)."""
+def _worth_it(func, mx: MaxNest, sums: list[SumNest], spec: GpuSpec) -> str | None:
+    """Why the online form pays here, or None. The same with deterministic=True: a static row
+    within one tile is pinned whole there (read once, determinism.py), a longer or symbolic one
+    walks fixed chunks in the online form."""
     extent = static_int(mx.axis.dom.extent)
     if any(s.extra for s in sums):
         names = ", ".join(s.realize.block.name_hint for s in sums if s.extra)
@@ -407,9 +406,6 @@ def _worth_it(func, mx: MaxNest, sums: list[SumNest], spec: GpuSpec, determinist
         return f"the row length {mx.axis.dom.extent} is symbolic"
     if extent > LIMITS.max_row_tile:
         return f"rows of {extent} are longer than one tile ({LIMITS.max_row_tile})"
-    chunk = min(chunk_elements(narrowest_load(s.realize.block)) for s in sums) if sums else None
-    if deterministic and chunk is not None and extent > chunk:
-        return f"rows of {extent} are longer than the deterministic chunk ({chunk})"
     producer = _contraction_producing(func, mx, spec)
     if producer is not None and not row_fits_in_registers(extent, contraction=True):
         return (
@@ -554,13 +550,13 @@ def _rewrite(func, mx: MaxNest, sums: list[SumNest]) -> tirx.PrimFunc:
 
 
 # --- the pass --------------------------------------------------------------------------------------
-def _try_group(func, index: int, decisions: list[str], spec: GpuSpec, deterministic: bool) -> tirx.PrimFunc | None:
+def _try_group(func, index: int, decisions: list[str], spec: GpuSpec) -> tirx.PrimFunc | None:
     mx = max_nest(top_level_statements(func)[index], index)
     name = mx.realize.block.name_hint
     try:
         inlined_func, inlined = _inline_exponentials(func, mx)
         mx, sums = _group(inlined_func, _index_of(inlined_func, name))
-        reason = _worth_it(inlined_func, mx, sums, spec, deterministic)
+        reason = _worth_it(inlined_func, mx, sums, spec)
         if reason is None:
             decisions.append(
                 f"{name}: not online: its rows fit in one tile and no sum is a contraction over {mx.axis.var.name}"
@@ -584,12 +580,12 @@ def _index_of(func, block_name: str) -> int:
     )
 
 
-def online_softmax(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False) -> tirx.PrimFunc:
+def online_softmax(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     decisions: list[str] = []
     index = 0
     while index < len(top_level_statements(func)):
         if max_nest(top_level_statements(func)[index], index) is not None:
-            rewritten = _try_group(func, index, decisions, spec, deterministic)
+            rewritten = _try_group(func, index, decisions, spec)
             if rewritten is not None:
                 func = rewritten
         index += 1
@@ -599,6 +595,6 @@ def online_softmax(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = Fal
     return with_root_block(func, replace_block(root, annotations={**dict(root.annotations), DECISIONS_KEY: decisions}))
 
 
-def OnlineSoftmax(gpu: str = "H200", deterministic: bool = False):
+def OnlineSoftmax(gpu: str = "H200"):
     spec = gpu_spec(gpu)
-    return s_tir_pass("OnlineSoftmax", lambda func: online_softmax(func, spec, deterministic))
+    return s_tir_pass("OnlineSoftmax", lambda func: online_softmax(func, spec))

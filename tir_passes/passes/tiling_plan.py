@@ -247,7 +247,7 @@ def _store_dtype(realize) -> str:
     return max(stored, key=element_bytes) if stored else "float32"
 
 
-def _plan_general(spec: GpuSpec, loops, realize, blocked, axis_name) -> KernelPlan:
+def _plan_general(spec: GpuSpec, loops, realize, blocked, axis_name, deterministic=False) -> KernelPlan:
     plan = KernelPlan([list(loops)], num_warps=4, num_stages=2)
     dtype = _store_dtype(realize)
     free = [loop for loop in loops if _key(loop) not in blocked]
@@ -259,7 +259,7 @@ def _plan_general(spec: GpuSpec, loops, realize, blocked, axis_name) -> KernelPl
         plan.tiles[_key(reduce[-1])] = TileChoice(axis_name(reduce[-1]), size, False)
     for loop in reversed(spatial[-2:]):
         size = tile_sizes.spatial_size(static_int(loop.extent), remaining)
-        if size <= 1:
+        if size <= 1 and not (deterministic and reduce):  # deterministic: one row is a tile of one
             break
         plan.tiles[_key(loop)] = TileChoice(axis_name(loop), size, False)
         remaining = max(1, remaining // size)
@@ -294,7 +294,7 @@ def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans, dete
     ]
     if len(contiguous) >= 2 and all(loop_kind(l, realize) == SPATIAL for l in loops) and not blocked:
         return _plan_transposed(loops, realize, contiguous, axis_name)
-    return _plan_general(spec, loops, realize, blocked, axis_name)
+    return _plan_general(spec, loops, realize, blocked, axis_name, deterministic)
 
 
 # --- fused nests -------------------------------------------------------------------------------
@@ -435,7 +435,7 @@ def _plan_fused(
     has_contraction = any(contraction_operands(r.block) is not None for _, r in shape.subs)
     row_extent = None if deterministic and has_contraction else static_int(row_loop.extent)  # tl.dot rows pinned
     rows = online_rows or tile_sizes.fused_rows(widest, row_extent, has_contraction)
-    if rows > 1 and _key(row_loop) not in blocked:
+    if (rows > 1 or deterministic) and _key(row_loop) not in blocked:  # deterministic: 2-D tiles for one row too
         plan.tiles[_key(row_loop)] = TileChoice(axis_name(row_loop), rows, False)
     if online_rows is None:
         plan.num_warps = tile_sizes.fused_warps(rows, widest)
@@ -588,8 +588,12 @@ def _pin(stmt, plan: KernelPlan, blocked: set[int]) -> None:
         return _key(loop) not in blocked
 
     taken = {choice.axis for choice in plan.tiles.values()}
-    for request in determinism.reduction_pins(stmt, size, scans, free):
+    requests = determinism.reduction_pins(stmt, size, scans, free)
+    for request in requests:
         choice = plan.tiles.get(request.loop)
+        if request.whole:
+            _pin_whole(plan, request, choice)
+            continue
         if choice is None:  # a contiguous loop the plan left untiled: a tile of the pinned size
             axis = unique_name(python_name(request.name), taken)
             plan.tiles[request.loop] = TileChoice(axis, request.size, False)
@@ -602,5 +606,15 @@ def _pin(stmt, plan: KernelPlan, blocked: set[int]) -> None:
         plan.pins[axis] = request.why
         plan.notes.append(f"deterministic: axis {axis} in tiles of {request.size} ({request.why})")
     if determinism.kernel_is_sensitive(stmt) or plan.pins:
-        plan.num_warps = determinism.PINNED_WARPS
+        plan.num_warps = determinism.kernel_warps(requests, stmt)
         plan.pin_warps = True
+
+
+def _pin_whole(plan: KernelPlan, request: determinism.PinRequest, choice: TileChoice) -> None:
+    """A whole row, read once: its tile (and every loop's sharing its axis, the row's other sub-nests)
+    at the size the program fixes."""
+    for key, other in list(plan.tiles.items()):
+        if other.axis == choice.axis:
+            plan.tiles[key] = TileChoice(other.axis, request.size, other.whole or key == request.loop, other.block)
+    plan.pins[choice.axis] = request.why
+    plan.notes.append(f"deterministic: axis {choice.axis} whole, in one tile of {request.size} ({request.why})")
