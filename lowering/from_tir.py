@@ -12,10 +12,9 @@ that the launcher allocates.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import tvm
 import tvm_ffi
@@ -77,13 +76,11 @@ def lower_program(
     globals_ = [p for p in func.params if tirx.is_buffer_var(p)] + scratch_bufs
     scalars = {p.name: p for p in func.params if not tirx.is_buffer_var(p)}
     kernels, combines = [], []
-    deterministic = deterministic_promise(func)
     for index, (stmt, record) in enumerate(zip(statements, records)):
         lowering = KernelLowering(
             func, f"{python_name(name)}_kernel{index}", globals_, record, scalars, shape_vars, float32_matmul_precision
         )
-        kernel = lowering.lower(stmt)
-        kernels.append(dataclasses.replace(kernel, deterministic=True) if deterministic else kernel)
+        kernels.append(replace(lowering.lower(stmt), deterministic=deterministic_promise(func)))
         combines += [c for c in lowering.combines if c not in combines]
     scratch = tuple(
         ScratchBuffer(b.name, str(b.dtype), tuple(_lower_shape_scalar(d) for d in b.shape)) for b in scratch_bufs
@@ -98,7 +95,7 @@ def lower_program(
         source_hash,
         passes,
         tuple(combines),
-        deterministic,
+        deterministic_promise(func),
         float32_matmul_precision,
     )
 

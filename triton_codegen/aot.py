@@ -24,7 +24,7 @@ from tir_passes.infra.names import pointer_name, stride_name
 from lowering.tile_ir import TileKernel
 
 from .descriptors import DescriptorPlan
-from .emit_kernel import unspecialized_scalars
+from .jit_options import unspecialized_scalars
 from .loader import import_module, triton_library_interpreted
 
 _POINTER_TYPES = {"bool": "*i1", "int8": "*i8", "int16": "*i16", "int32": "*i32", "int64": "*i64",

@@ -17,12 +17,12 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tir_passes.infra.names import pointer_name, stride_name
+from tir_passes.infra.names import pointer_name, python_name, stride_name
 from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Expr, Load,
                               Loop, Reduce, Reg, Scalar, Scan, SelectCombine, Store, TileKernel, Unary, Where)
-from tir_passes.infra.names import python_name
 
 from .descriptors import Descriptor, DescriptorPlan
+from .jit_options import jit_decorator
 from .source import Source
 
 TL_DTYPES = {
@@ -716,23 +716,6 @@ def emit_select_combine(combine: SelectCombine, src: Source) -> None:
         else:
             src.line(f"a_wins = (key_a {better} key_b) | ((key_a == key_b) & (position_a {earlier} position_b))")
         src.line("return " + ", ".join(f"tl.where(a_wins, {x}, {y})" for x, y in zip(a, b)))
-
-
-def unspecialized_scalars(kernel: TileKernel) -> list[str]:
-    """A deterministic kernel's integer arguments (sizes), which Triton must not specialize on their
-    value: a size of 1 would compile as a constant and a multiple of 16 with wider vectors, so
-    another batch would run other code, whose masks and layouts (hence tl.sum's tree) may differ."""
-    if not kernel.deterministic:
-        return []
-    return [s.name for s in kernel.scalars if s.dtype.startswith(("int", "uint"))]
-
-
-def jit_decorator(kernel: TileKernel) -> str:
-    options = ["debug=True"] if kernel.debug else []  # debug: device_assert is live
-    unspecialized = unspecialized_scalars(kernel)
-    if unspecialized:
-        options.append(f"do_not_specialize={unspecialized!r}")
-    return f"@triton.jit({', '.join(options)})" if options else "@triton.jit"
 
 
 def emit_kernel(kernel: TileKernel, src: Source, plan: DescriptorPlan | None = None) -> set[str]:

@@ -143,6 +143,17 @@ def test_row_wise_programs_become_one_kernel(name):
     assert len(kernel.program.kernels) == 1
 
 
+@pytest.mark.interpreter
+def test_a_batch_of_one_row_fuses_as_any_other_batch():
+    """Under a loop of one iteration TVM's compute_at binds the fused block's row to 0; the next
+    producer (the mean) still fuses, so one row runs the plan two rows do (and, deterministic,
+    the same reduction code: docs/determinism.md)."""
+    from layernorm import make_layernorm
+
+    kernel = compile_and_check(make_layernorm(1, 45), aot=False)
+    assert len(kernel.program.kernels) == 1
+
+
 def _statistic_read_by_two_nests(dependent: bool):
     """absmax per row, read by a scale nest and a values nest; with `dependent`, the values nest
     also reads what the scale nest writes at another row (then the two nests cannot interleave)."""

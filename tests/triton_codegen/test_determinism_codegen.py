@@ -26,7 +26,8 @@ from lowering.rewrites.tile_access import with_tile_accesses
 from triton_codegen import compile
 from triton_codegen.aot import compile_ahead_of_time
 from triton_codegen.configs import config_space
-from triton_codegen.descriptors import plan_descriptors
+from tir_passes.contracts.tile_contract import PIN_LAYOUT, PIN_REDUCTION, PIN_SCAN
+from triton_codegen.descriptors import LOADED_TILE_ORDER_PINS, plan_descriptors
 
 pytestmark = pytest.mark.aot
 
@@ -98,6 +99,7 @@ def test_one_seven_and_300_rows_compile_the_same_reduction_trees_without_contrac
     for rows in (1, 7, 300):
         kernel = compile(make_layernorm(rows, N), deterministic=True, verify=False)
         compiled = _compiled(kernel, {})
+        assert LOADED_TILE_ORDER_PINS == (PIN_REDUCTION, PIN_LAYOUT, PIN_SCAN)
         assert all(result.tma_copies == 0 for result in compiled), "a deterministic reduction kernel has a TMA variant"
         assert all("fma.rn" not in result.ptx for result in compiled), "a product was contracted into an fma"
         splits[rows] = {split for result in compiled for split in reduction_splits(result.ttgir)}

@@ -20,15 +20,8 @@ check can. After every pass (a no-op before Tiling), for every kernel it verifie
   (tile_window.tir_window_range), and the masks prove a window at least as narrow
   (tile_window.provable_window): the skipped tiles fold only identities.
 
-When the root block carries Tiling's deterministic promise (compile(deterministic=True),
-determinism.py), also: every tile axis an order-sensitive reduction (a float sum, not max or min)
-reduces along is pinned at its size, never a program id: either one whole tile of a static row
-along the loads' contiguous axis, at exactly determinism.whole_tile (the row's padded length, and
-a full vector for every thread of the pinned warps), or chunks of at least
-determinism.chunk_elements (a whole tile anywhere else follows the extent); where the reduction does not
-run along its loads' contiguous axis its other tile axes are pinned too; a kernel with a tl.dot
-pins every tile; a float sum or product scan pins its axis; and num_warps is pinned wherever one
-of these is. A pin's value is the loop's size: no config may change what the promise rests on.
+When the root block carries Tiling's deterministic promise (compile(deterministic=True)), also
+the pins it rests on (verify_determinism.py).
 
 And, from OnlineSoftmax on (online_contract.py), in every kernel whether tiled or not: a block
 marked "online.shift" is a reduction over one axis that writes the shift and previous buffers it
@@ -47,8 +40,6 @@ import tvm_ffi
 from tvm import sym, tirx
 
 from tir_passes.analyses.dependence import carried_dependences
-from tir_passes.analyses.determinism import (chunk_elements, fits_whole, narrowest_load, order_sensitive,
-                                             reduces_along_contiguous, whole_tile)
 from tir_passes.analyses.nest import (
     REDUCE,
     SPATIAL,
@@ -71,9 +62,7 @@ from tir_passes.contracts.tile_contract import (
     LIMITS,
     SERIAL,
     TILE,
-    WARPS,
     ContractError,
-    KernelTile,
     LoopTile,
     TileWindow,
     deterministic_promise,
@@ -84,6 +73,7 @@ from tir_passes.contracts.tile_contract import (
     scan_mark,
     split_mark,
 )
+from tir_passes.checks.verify_determinism import determinism_problems
 from tir_passes.checks.verify_records import record_problems
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 
@@ -100,7 +90,7 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
             for index, stmt in enumerate(top_level_statements(func)):
                 found = _kernel_problems(stmt, params, root_block(func).body)
                 if deterministic and not found:
-                    found = _determinism_problems(stmt)
+                    found = determinism_problems(stmt)
                 problems += [f"kernel {index}: {p}" for p in found]
             problems += _split_problems(func)
     return problems
@@ -112,136 +102,6 @@ def _promised(func, problems: list[str]) -> bool:
     except ContractError as err:
         problems.append(str(err))
         return False
-
-
-# --- the deterministic promise (determinism.py) ------------------------------------------------
-def _determinism_problems(stmt) -> list[str]:
-    """The pins a deterministic kernel needs are there, and hold the sizes its loops have."""
-    sites = loop_sites(stmt)
-    tiles = {loop.loop_var.__chandle__(): loop_tile(loop) for loop, _ in sites}
-    if all(tile is None for tile in tiles.values()):
-        return []
-    kernel = kernel_tile(stmt) or KernelTile()
-    problems = _pin_values(sites, tiles, kernel)
-    blocks = block_sites(stmt)
-    has_dot = any(dot_mark(realize.block) is not None for realize, _ in blocks)
-    sensitive = has_dot
-    if has_dot:
-        problems += [
-            _unpinned(
-                tile,
-                kernel,
-                "a kernel with a tl.dot keeps every tile (the MMA instruction and its K steps follow the tile shape)",
-            )
-            for tile in tiles.values()
-            if tile is not None and tile.role == TILE
-        ]
-    for realize, enclosing in blocks:
-        scan = scan_mark(realize.block)
-        if (
-            scan is not None
-            and scan.combiner in ("sum", "prod")
-            and str(_scan_dtype(realize, scan)).startswith(("float", "bfloat"))
-        ):
-            sensitive = True
-            problems += _scan_pins(realize, enclosing, tiles, kernel, scan)
-        elif not has_dot and order_sensitive(realize.block):
-            sensitive = True
-            problems += _reduction_pins(realize, list(enclosing), tiles, kernel)
-    if sensitive:
-        pin = kernel.pinned(WARPS)
-        if pin is None or pin.size != kernel.num_warps:
-            problems.append(f"num_warps ({kernel.num_warps}) is not pinned: tl.sum's tree runs across the warps")
-    return [p for p in problems if p]
-
-
-def _pin_values(sites, tiles, kernel: KernelTile) -> list[str]:
-    problems = []
-    for loop, _ in sites:
-        tile = tiles[loop.loop_var.__chandle__()]
-        if (
-            tile is not None
-            and tile.role == TILE
-            and (pin := kernel.pinned(tile.block)) is not None
-            and pin.size != tile.size
-        ):
-            problems.append(f"pin {pin.name}={pin.size} differs from tile loop {loop.loop_var.name}'s size {tile.size}")
-    return problems
-
-
-def _unpinned(tile: LoopTile, kernel: KernelTile, why: str) -> str:
-    return "" if kernel.pinned(tile.block) is not None else f"{tile.block} (axis {tile.axis}) is not pinned: {why}"
-
-
-def _reduction_pins(realize, loops, tiles, kernel: KernelTile) -> list[str]:
-    name = realize.block.name_hint
-    problems = []
-    chunk = chunk_elements(narrowest_load(realize.block), kernel.num_warps)
-    for loop in loops:
-        tile = tiles[loop.loop_var.__chandle__()]
-        if tile is None or loop_kind(loop, realize) != REDUCE:
-            continue
-        if tile.role == GRID:
-            problems.append(
-                f"{name} reduces along program-id loop {loop.loop_var.name}: its partial sums would meet "
-                "in an order the GPU schedules"
-            )
-        elif tile.role == TILE:
-            problems.append(_unpinned(tile, kernel, f"{name} adds along it (the association of its partial sums)"))
-            if tile.whole:
-                problems.append(_whole_row_problem(realize, loops, loop, tile, tiles, kernel))
-            elif tile.size < chunk:
-                problems.append(
-                    f"{name}'s chunk {tile.block}={tile.size} is under {chunk}: threads would not all hold "
-                    "a full vector of it, and the rows per program would change the tree"
-                )
-    if not reduces_along_contiguous(realize, loops, lambda loop: _is_tile(tiles, loop)):
-        problems += [
-            _unpinned(
-                tiles[loop.loop_var.__chandle__()],
-                kernel,
-                f"{name} reduces along a non-contiguous axis, whose split over threads this tile decides",
-            )
-            for loop in loops
-            if _is_tile(tiles, loop) and loop_kind(loop, realize) != REDUCE
-        ]
-    return problems
-
-
-def _whole_row_problem(realize, loops, loop, tile: LoopTile, tiles, kernel: KernelTile) -> str:
-    """A whole tile is invariant only as one static row along the contiguous axis, padded to the
-    size the program fixes (whole_tile): then no config and no other axis changes its tree."""
-    name, extent = realize.block.name_hint, static_int(loop.extent)
-    if not fits_whole(loop.extent) or not reduces_along_contiguous(realize, loops, lambda l: _is_tile(tiles, l)):
-        return (f"{name} reduces along a whole tile {tile.block}={tile.size} that is not one static row along "
-                "its loads' contiguous axis: its size or its split follows the extent")
-    wanted = whole_tile(extent, narrowest_load(realize.block), kernel.num_warps)
-    if tile.size != wanted:
-        return (f"{name}'s whole row {tile.block}={tile.size} is not the program's tile of {wanted} (the row's "
-                f"padded length, a full vector for every thread of {kernel.num_warps} warps)")
-    return ""
-
-
-def _is_tile(tiles, loop) -> bool:
-    tile = tiles[loop.loop_var.__chandle__()]
-    return tile is not None and tile.role == TILE
-
-
-def _scan_dtype(realize, scan) -> str:
-    return next((str(buf.dtype) for buf in written_buffers(realize.block) if buf.name == scan.buffer), "float32")
-
-
-def _scan_pins(realize, enclosing, tiles, kernel: KernelTile, scan) -> list[str]:
-    problems = []
-    for loop in enclosing:
-        tile = tiles[loop.loop_var.__chandle__()]
-        if tile is not None and tile.role == TILE and tile.axis == scan.axis:
-            problems.append(_unpinned(tile, kernel, f"{realize.block.name_hint} scans along it (the scan's tree)"))
-            if tile.whole:
-                problems.append(
-                    f"{realize.block.name_hint} scans along a whole tile {tile.block}={tile.size}, whose "
-                    "size follows the extent"
-                )
 
 
 def _split_problems(func: tirx.PrimFunc) -> list[str]:

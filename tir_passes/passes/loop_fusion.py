@@ -93,19 +93,14 @@ def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: 
         )
 
 
-def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False, unit: bool = False) \
-        -> tirx.Var | None:
-    """The block variable bound to exactly `loop_var`, if any: a spatial one, or with `streams`
-    (a block of an online nest, which folds its reduction axis tile by tile) a reduction one too.
-    With `unit` (the loop runs once) a variable of extent 1 bound to 0 is that loop's too: TVM's
-    compute_at binds a fused block's axis so under a unit loop (a batch of one row), and the next
-    producer would not fuse, so one row would run another kernel plan than two."""
+def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False, unit: bool = False) -> tirx.Var | None:
+    """The block variable bound to exactly `loop_var`, if any: a spatial one, or with `streams` (a block of an
+    online nest, which folds its reduction axis tile by tile) a reduction one too; with `unit` (a loop of one
+    iteration) one of extent 1 bound to 0 too (TVM's compute_at binds so under a unit loop: a batch of one)."""
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-        if iv.iter_type != tirx.IterVar.DataPar and not streams:
-            continue
-        if isinstance(value, tirx.Var) and value.same_as(loop_var):
-            return iv.var
-        if unit and isinstance(value, tirx.IntImm) and value.value == 0 and static_int(iv.dom.extent) == 1:
+        bound = isinstance(value, tirx.Var) and value.same_as(loop_var)
+        at_zero = unit and isinstance(value, tirx.IntImm) and value.value == 0 and static_int(iv.dom.extent) == 1
+        if (bound or at_zero) and (iv.iter_type == tirx.IterVar.DataPar or streams):
             return iv.var
     return None
 

@@ -22,11 +22,10 @@ Assumes: HoistAllocations, RemoveUnitLoops and NormalizeLoopStarts ran.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tvm import s_tir, tirx
 
-from tir_passes.analyses import determinism
 from tir_passes.passes import tile_sizes
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
@@ -50,6 +49,8 @@ from tir_passes.analyses.nest import (
 )
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.names import python_name
+from tir_passes.passes.tiling_pins import pin
+from tir_passes.passes.tiling_types import KernelPlan, TileChoice, _key
 from tir_passes.infra.pass_util import static_int
 from tir_passes.contracts.tile_contract import (
     LIMITS,
@@ -57,42 +58,8 @@ from tir_passes.contracts.tile_contract import (
     NOT_DOT_MISSING_AXIS,
     NOT_DOT_SERIAL_K,
     NOT_DOT_SMALL_TILE,
-    PIN_DOT,
     NotDot,
 )
-
-
-@dataclass(frozen=True)
-class TileChoice:
-    axis: str
-    size: int
-    whole: bool  # the loop itself is the tile (no split): the size covers its whole extent
-    block: str | None = None  # the BLOCK constexpr's name when not BLOCK_<AXIS> (BLOCK_M/N/K of a tl.dot)
-
-
-@dataclass
-class KernelPlan:
-    """Decisions for one kernel, keyed by the handles of the loop variables before splitting."""
-
-    chains: list[list[tirx.For]]  # loop chains, each reordered grid, serial, tile
-    tiles: dict[int, TileChoice] = field(default_factory=dict)
-    parallel: set[int] = field(default_factory=set)  # loops (or split outer halves) that become grid
-    carries: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    num_warps: int = LIMITS.default_num_warps
-    num_stages: int = LIMITS.default_num_stages
-    group_m: int | None = None
-    dots: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # block -> (m, n, k) loops
-    scans: dict[str, tuple[int, ScanForm]] = field(default_factory=dict)  # block -> (scan loop, form)
-    not_dots: dict[str, NotDot] = field(default_factory=dict)  # contraction block -> why not a tl.dot
-    notes: list[str] = field(default_factory=list)
-    deterministic: bool = False  # sizes that do not read extents or the GPU's SM count
-    pins: dict[str, str] = field(default_factory=dict)  # deterministic: tile axis -> why it is pinned
-    pin_warps: bool = False  # deterministic: num_warps is pinned too
-
-
-def _key(loop: tirx.For) -> int:
-    # NOTE: Vars overload ==, so they cannot be dict keys; their node address identifies them
-    return loop.loop_var.__chandle__()
 
 
 # --- shapes ------------------------------------------------------------------------------------
@@ -561,60 +528,5 @@ def plan_kernel(
     plan.notes += _dependence_notes(stmt, carried)
     _mark_dots(stmt, plan)
     if deterministic:
-        _pin(stmt, plan, blocked)
+        pin(stmt, plan, blocked)
     return plan
-
-
-# --- deterministic kernels -------------------------------------------------------------------------
-def _pin(stmt, plan: KernelPlan, blocked: set[int]) -> None:
-    """The settings no config may change (determinism.py says why): a kernel with a tl.dot keeps
-    every tile and its warps; another kernel its order-sensitive reductions' tiles, in fixed
-    chunks (and the tiles beside one along a non-contiguous axis), and its warps."""
-    plan.deterministic = True
-    if plan.dots:
-        for choice in plan.tiles.values():
-            plan.pins.setdefault(choice.axis, PIN_DOT)
-        m, n, _ = next(iter(plan.dots.values()))
-        plan.num_warps = tile_sizes.contraction_warps({"M": plan.tiles[m].size, "N": plan.tiles[n].size})
-        plan.pin_warps = True
-        plan.notes.append(f"deterministic: tl.dot tiles and {plan.num_warps} warps kept in every config")
-        return
-    scans = {block: (key, form.combiner, str(form.buffer.dtype)) for block, (key, form) in plan.scans.items()}
-
-    def size(loop):
-        return plan.tiles[_key(loop)].size if _key(loop) in plan.tiles else None
-
-    def free(loop):  # may become a tile: it carries no dependence
-        return _key(loop) not in blocked
-
-    taken = {choice.axis for choice in plan.tiles.values()}
-    requests = determinism.reduction_pins(stmt, size, scans, free)
-    for request in requests:
-        choice = plan.tiles.get(request.loop)
-        if request.whole:
-            _pin_whole(plan, request, choice)
-            continue
-        if choice is None:  # a contiguous loop the plan left untiled: a tile of the pinned size
-            axis = unique_name(python_name(request.name), taken)
-            plan.tiles[request.loop] = TileChoice(axis, request.size, False)
-            plan.pins[axis] = request.why
-            plan.notes.append(f"deterministic: axis {axis} in tiles of {request.size} ({request.why})")
-            continue
-        shared = sum(c.axis == choice.axis for c in plan.tiles.values()) > 1
-        axis = unique_name(choice.axis, taken) if shared else choice.axis
-        plan.tiles[request.loop] = TileChoice(axis, request.size, False, choice.block if not shared else None)
-        plan.pins[axis] = request.why
-        plan.notes.append(f"deterministic: axis {axis} in tiles of {request.size} ({request.why})")
-    if determinism.kernel_is_sensitive(stmt) or plan.pins:
-        plan.num_warps = determinism.kernel_warps(requests, stmt)
-        plan.pin_warps = True
-
-
-def _pin_whole(plan: KernelPlan, request: determinism.PinRequest, choice: TileChoice) -> None:
-    """A whole row, read once: its tile (and every loop's sharing its axis, the row's other sub-nests)
-    at the size the program fixes."""
-    for key, other in list(plan.tiles.items()):
-        if other.axis == choice.axis:
-            plan.tiles[key] = TileChoice(other.axis, request.size, other.whole or key == request.loop, other.block)
-    plan.pins[choice.axis] = request.why
-    plan.notes.append(f"deterministic: axis {choice.axis} whole, in one tile of {request.size} ({request.why})")
