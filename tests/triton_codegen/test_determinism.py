@@ -250,6 +250,16 @@ def test_the_contract_check_refuses_a_deterministic_kernel_without_its_pins(name
     assert any("num_warps" in p for p in problems), problems
 
 
+def test_the_contract_check_reads_a_scans_pin():
+    """A float cumsum pins its scan axis: the check finds the pin, and reports it once dropped."""
+    from cumsum import make_cumsum
+
+    kernel = compile(make_cumsum(7, 45), deterministic=True, verify=False)
+    assert check_contract(kernel.tir) == []
+    problems = check_contract(kernel.tir.__class__({"main": _without_pins(kernel.tir["main"])}))
+    assert any("scans along it" in p for p in problems), problems
+
+
 def test_the_tuner_searches_only_configs_that_keep_the_pins():
     kernel = compile(make_row_sum(N), deterministic=True, verify=False)
     module = kernel.module(interpret=True)

@@ -147,3 +147,4 @@ def _scan_pins(realize, enclosing, tiles, kernel: KernelTile, scan) -> list[str]
                     f"{realize.block.name_hint} scans along a whole tile {tile.block}={tile.size}, whose "
                     "size follows the extent"
                 )
+    return problems
