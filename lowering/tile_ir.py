@@ -314,6 +314,7 @@ class TileKernel:
     int64_buffers: tuple[str, ...] = ()
     debug: bool = False  # assert the range checks of loads and stores (tl.device_assert)
     pins: tuple[tuple[str, int, str], ...] = ()   # deterministic: (BLOCK_* or num_warps, value, why) no config changes
+    dot_min_block: int = 16   # the backend's tl.dot minimum Tiling recorded (tile.limits): configs keep dot tiles at it
 
     @property
     def block_sizes(self) -> dict[str, int]:

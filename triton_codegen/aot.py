@@ -20,15 +20,14 @@ import tempfile
 from dataclasses import dataclass
 
 from triton_codegen.environment import compiled_mode_environment, default_fp_fusion
+from tir_passes.infra.dtypes import pointer_types
 from tir_passes.infra.names import pointer_name, stride_name
-from lowering.tile_ir import TileKernel
+from lowering.tile_ir import BufferArg, ScalarArg, TileKernel
 
 from .descriptors import DescriptorPlan
 from .loader import import_module, triton_library_interpreted
 
-_POINTER_TYPES = {"bool": "*i1", "int8": "*i8", "int16": "*i16", "int32": "*i32", "int64": "*i64",
-                  "uint8": "*u8", "uint16": "*u16", "uint32": "*u32", "uint64": "*u64", "float16": "*fp16",
-                  "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64"}
+_POINTER_TYPES = pointer_types()
 _SCALAR_TYPES = {"int32": "i32", "int64": "i64", "float32": "fp32", "float64": "fp64", "bool": "i1"}
 
 
@@ -40,6 +39,33 @@ class AotResult:
     registers: int | None = None       # per thread, from the cubin (cuobjdump)
     spilled_bytes: int | None = None   # local memory per thread: register spills
     tma_copies: int = 0                # TMA instructions (cp.async.bulk.tensor) in the PTX
+
+
+@dataclass(frozen=True)
+class SavedKernel:
+    """What the ahead-of-time compile reads of a TileKernel (its arguments, block constexprs and
+    options), from a saved module's TILE_SUMMARY entry: no TileProgram, no TVM."""
+
+    name: str
+    buffers: tuple[BufferArg, ...]
+    scalars: tuple[ScalarArg, ...]
+    int64_buffers: tuple[str, ...]
+    block_sizes: dict[str, int]
+    group_m: int | None
+    debug: bool = False
+
+    @classmethod
+    def of(cls, name: str, summary: dict) -> "SavedKernel":
+        arguments = summary.get("arguments")
+        if arguments is None:
+            raise AotCompileError(f"{name}: the module's TILE_SUMMARY does not list the kernel's arguments (a module "
+                                  "written before they were recorded): compile the PrimFunc again")
+        blocks: dict[str, int] = {}
+        for dim in summary["dims"]:
+            blocks.setdefault(dim["block"], dim["default"])
+        return cls(name, tuple(BufferArg(n, dtype, ndim) for n, dtype, ndim in arguments["buffers"]),
+                   tuple(ScalarArg(n, dtype) for n, dtype in arguments["scalars"]), tuple(arguments["int64"]),
+                   blocks, summary.get("group_m"), bool(arguments.get("debug", False)))
 
 
 class AotCompileError(RuntimeError):

@@ -36,21 +36,23 @@ from tvm import s_tir, tirx
 
 from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, is_reduction_block,
                                      is_self_load, loop_kind, loops_under, uses_var)
-from tir_passes.contracts.tile_contract import LIMITS, PIN_LAYOUT, PIN_REDUCTION, PIN_SCAN
+from tir_passes.contracts.backend_limits import BackendLimits
+from tir_passes.contracts.tile_contract import PIN_LAYOUT, PIN_REDUCTION, PIN_SCAN
 from tir_passes.infra.dtypes import element_bytes
+from tir_passes.infra.reduction_kinds import ORDER_SENSITIVE
 
 PINNED_WARPS = 4          # every deterministic kernel without a tl.dot runs 4 warps
 VECTOR_BITS = 128         # the widest vector load a thread issues (LDG.128)
 THREADS_PER_WARP = 32
 PINNED_SPATIAL = 16       # the other tile axes of a reduction along a non-contiguous axis
-SCAN_COMBINERS = ("sum", "prod")
+SCAN_COMBINERS = ORDER_SENSITIVE   # float scans whose tree changes the result
 
 
-def chunk_elements(dtype_bytes: int, warps: int = PINNED_WARPS) -> int:
+def chunk_elements(dtype_bytes: int, limits: BackendLimits, warps: int = PINNED_WARPS) -> int:
     """The tile along a pinned reduction axis: every lane of every warp holds a full vector of it,
     so the layout's split of the axis does not depend on the tile's other sizes."""
     per_thread = max(1, VECTOR_BITS // (8 * dtype_bytes))
-    return min(per_thread * THREADS_PER_WARP * warps, LIMITS.max_row_tile)
+    return min(per_thread * THREADS_PER_WARP * warps, limits.max_row_tile)
 
 
 def _is_float(dtype) -> bool:
@@ -118,8 +120,8 @@ class PinRequest:
     name: str = ""  # the loop's name (an axis for a loop the plan left untiled)
 
 
-def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]], free=lambda loop: True) \
-        -> list[PinRequest]:
+def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]], limits: BackendLimits,
+                   free=lambda loop: True) -> list[PinRequest]:
     """The tiles of a kernel without a tl.dot that a deterministic kernel pins: chunked reduction
     axes of order-sensitive blocks (and their other tile axes where the reduction is not along the
     contiguous axis), and float sum or product scans. `tiled_size(loop)` is the plan's size of a
@@ -135,13 +137,13 @@ def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]
         if name in scan_blocks:
             loop, combiner, dtype = scan_blocks[name]
             if combiner in SCAN_COMBINERS and _is_float(dtype):
-                requests.setdefault(loop, PinRequest(loop, chunk_elements(narrowest_load(block)), PIN_SCAN))
+                requests.setdefault(loop, PinRequest(loop, chunk_elements(narrowest_load(block), limits), PIN_SCAN))
             continue
         if not order_sensitive(block):
             continue
         loops = list(enclosing)
         tiled = [loop for loop in loops if tiled_size(loop) is not None]
-        chunk = chunk_elements(narrowest_load(block))
+        chunk = chunk_elements(narrowest_load(block), limits)
         for loop in tiled:
             if loop_kind(loop, realize) == REDUCE:
                 key = loop.loop_var.__chandle__()

@@ -46,26 +46,16 @@ from tvm import sym, tirx
 
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.determinism import chunk_elements, narrowest_load, order_sensitive, reduces_along_contiguous
-from tir_passes.analyses.nest import (
-    REDUCE,
-    SPATIAL,
-    block_sites,
-    bound_iter_var,
-    conjuncts,
-    contraction_operands,
-    loop_kind,
-    loop_sites,
-    realizes_under,
-    uses_var,
-    written_buffers,
-    is_reduction_block,
-)
+from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, contraction_operands,
+                                      is_reduction_block, loop_kind, loop_sites, realizes_under, uses_var,
+                                      written_buffers)
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.infra.pass_util import root_block, static_int, top_level_statements
+from tir_passes.infra.reduction_kinds import ORDER_SENSITIVE
 from tir_passes.analyses.storage import decide_storage
 from tir_passes.contracts.tile_contract import (
     GRID,
-    LIMITS,
     SERIAL,
     TILE,
     WARPS,
@@ -81,6 +71,7 @@ from tir_passes.contracts.tile_contract import (
     scan_mark,
     split_mark,
 )
+from tir_passes.contracts.tile_root import backend_limits
 from tir_passes.checks.verify_records import record_problems
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 
@@ -92,27 +83,29 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
     for _, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
         if isinstance(func, tirx.PrimFunc) and func.attrs is not None and bool(func.attrs.get("s_tir", False)):
             params = {p.name for p in func.params if tirx.is_buffer_var(p)}
-            deterministic = _promised(func, problems)
+            deterministic = _record(deterministic_promise, func, problems, False)
+            limits = _record(backend_limits, func, problems, None) or BackendLimits()   # before Tiling: the default
             problems += record_problems(func)
             for index, stmt in enumerate(top_level_statements(func)):
-                found = _kernel_problems(stmt, params, root_block(func).body)
+                found = _kernel_problems(stmt, params, root_block(func).body, limits)
                 if deterministic and not found:
-                    found = _determinism_problems(stmt)
+                    found = _determinism_problems(stmt, limits)
                 problems += [f"kernel {index}: {p}" for p in found]
             problems += _split_problems(func)
     return problems
 
 
-def _promised(func, problems: list[str]) -> bool:
+def _record(read, func, problems: list[str], fallback):
+    """A root record of `func` (`read` it), or `fallback` with the problem when it does not parse."""
     try:
-        return deterministic_promise(func)
+        return read(func)
     except ContractError as err:
         problems.append(str(err))
-        return False
+        return fallback
 
 
 # --- the deterministic promise (determinism.py) ------------------------------------------------
-def _determinism_problems(stmt) -> list[str]:
+def _determinism_problems(stmt, limits: BackendLimits) -> list[str]:
     """The pins a deterministic kernel needs are there, and hold the sizes its loops have."""
     sites = loop_sites(stmt)
     tiles = {loop.loop_var.__chandle__(): loop_tile(loop) for loop, _ in sites}
@@ -137,14 +130,14 @@ def _determinism_problems(stmt) -> list[str]:
         scan = scan_mark(realize.block)
         if (
             scan is not None
-            and scan.combiner in ("sum", "prod")
+            and scan.combiner in ORDER_SENSITIVE
             and str(_scan_dtype(realize, scan)).startswith(("float", "bfloat"))
         ):
             sensitive = True
             problems += _scan_pins(realize, enclosing, tiles, kernel, scan)
         elif not has_dot and order_sensitive(realize.block):
             sensitive = True
-            problems += _reduction_pins(realize, list(enclosing), tiles, kernel)
+            problems += _reduction_pins(realize, list(enclosing), tiles, kernel, limits)
     if sensitive:
         pin = kernel.pinned(WARPS)
         if pin is None or pin.size != kernel.num_warps:
@@ -170,10 +163,10 @@ def _unpinned(tile: LoopTile, kernel: KernelTile, why: str) -> str:
     return "" if kernel.pinned(tile.block) is not None else f"{tile.block} (axis {tile.axis}) is not pinned: {why}"
 
 
-def _reduction_pins(realize, loops, tiles, kernel: KernelTile) -> list[str]:
+def _reduction_pins(realize, loops, tiles, kernel: KernelTile, limits: BackendLimits) -> list[str]:
     name = realize.block.name_hint
     problems = []
-    chunk = chunk_elements(narrowest_load(realize.block), kernel.num_warps)
+    chunk = chunk_elements(narrowest_load(realize.block), limits, kernel.num_warps)
     for loop in loops:
         tile = tiles[loop.loop_var.__chandle__()]
         if tile is None or loop_kind(loop, realize) != REDUCE:
@@ -326,7 +319,7 @@ def _reduce_loops(realize, loops) -> tuple[int, ...]:
     return tuple(loop.loop_var.__chandle__() for loop in loops if loop_kind(loop, realize) == REDUCE)
 
 
-def _kernel_problems(stmt, params: set[str], body) -> list[str]:
+def _kernel_problems(stmt, params: set[str], body, limits: BackendLimits) -> list[str]:
     online = _online_problems(stmt)
     if online:
         return online
@@ -352,7 +345,7 @@ def _kernel_problems(stmt, params: set[str], body) -> list[str]:
             problems += _window_problems(analyzer, body, loop, tile.window, enclosing, loops, tiles, params)
         problems += _dependence_problems(stmt, loop, tile, enclosing, tiles)
     problems += _axis_problems(loops, tiles)
-    problems += _dot_problems(stmt, loops, tiles)
+    problems += _dot_problems(stmt, loops, tiles, limits)
     if kernel is not None:
         problems += _storage_problems(stmt, kernel, loops, tiles)
     return problems
@@ -530,7 +523,7 @@ def _axis_problems(loops, tiles) -> list[str]:
     return problems
 
 
-def _dot_problems(stmt, loops, tiles) -> list[str]:
+def _dot_problems(stmt, loops, tiles, limits: BackendLimits) -> list[str]:
     axes: dict[str, list[tirx.For]] = {}
     for loop, _ in loops:
         tile = tiles[loop.loop_var.__chandle__()]
@@ -565,10 +558,8 @@ def _dot_problems(stmt, loops, tiles) -> list[str]:
                 or not test(bound_iter_var(realize, drivers[0].loop_var).var.name)
             ):
                 problems.append(f"{name}: axis {axis} is not the block's {role.upper()} loop")
-            elif tile.size < LIMITS.dot_min_block:
-                problems.append(
-                    f"{name}: axis {axis} has block size {tile.size}, under tl.dot's minimum {LIMITS.dot_min_block}"
-                )
+            elif tile.size < limits.dot_min_block:
+                problems.append(f"{name}: axis {axis} has size {tile.size}, under tl.dot's {limits.dot_min_block}")
     return problems
 
 
