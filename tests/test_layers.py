@@ -142,6 +142,24 @@ def test_no_module_imports_a_higher_layer():
     assert not against, "imports against the layers:\n" + "\n".join(against)
 
 
+# the one place for environment switches, the standalone runtime a saved module carries (and the kernel text
+# emit_kernel writes into it), and the passes' one switch (the layers keep them from importing environment.py)
+ENVIRONMENT_READERS = {"triton_codegen/environment.py", "triton_codegen/runtime_support.py",
+                       "triton_codegen/torch_op_support.py", "triton_codegen/emit_kernel.py",
+                       "tir_passes/checks/sandbox.py"}
+
+
+def test_environment_switches_are_read_in_one_place():
+    readers = set()
+    for package in PACKAGES:
+        for folder, _, files in os.walk(os.path.join(ROOT, package)):
+            for name in files:
+                path = os.path.join(folder, name)
+                if name.endswith(".py") and "os.environ" in open(path).read():
+                    readers.add(os.path.relpath(path, ROOT).replace(os.sep, "/"))
+    assert readers <= ENVIRONMENT_READERS, f"read os.environ outside triton_codegen/environment.py: {readers - ENVIRONMENT_READERS}"
+
+
 _BLOCK_TVM = "import sys\nsys.modules['tvm'] = None\nsys.modules['tvm_ffi'] = None\n"
 
 
