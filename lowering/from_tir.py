@@ -27,6 +27,7 @@ from tir_passes.infra.names import python_name
 from tir_passes.infra.pass_util import root_block, source_line, top_level_statements
 from tir_passes.contracts.tile_contract import (GRID, ContractError, KernelTile, deterministic_promise, kernel_tile,
                                                loop_tile, scan_mark)
+from tir_passes.contracts.tile_root import backend_limits
 from tir_passes.analyses.tile_window import WalkedAxis, interior_range, window_implies
 
 from lowering.rules import reductions
@@ -179,16 +180,8 @@ def statements_text(table: dict) -> str:
 class KernelLowering:
     """Lowers one kernel: holds its scope, the statements emitted so far and its registers."""
 
-    def __init__(
-        self,
-        func,
-        name,
-        global_buffers,
-        record: KernelTile,
-        scalar_params,
-        shape_vars,
-        float32_matmul_precision: str = HIGHEST,
-    ):
+    def __init__(self, func, name, global_buffers, record: KernelTile, scalar_params, shape_vars,
+                 float32_matmul_precision: str = HIGHEST):
         self.func = func
         self.float32_matmul_precision = float32_matmul_precision
         self.name = name
@@ -235,6 +228,7 @@ class KernelLowering:
             body=hoist_invariant_loads(tuple(self.emitted[0]), self.fresh),
             int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
             pins=tuple((pin.name, pin.size, pin.why) for pin in self.record.pins),
+            dot_min_block=getattr(backend_limits(self.func), "dot_min_block", TileKernel.dot_min_block),
         )
 
     def _ordered_buffers(self) -> list[str]:
@@ -422,24 +416,24 @@ class KernelLowering:
             self.block_env, self.conditions, self.location, self.realize = saved
 
     def block_conditions(self, realize) -> list[Condition]:
+        """The tails of its tile axes, from the contract (LoopTile.extent), then its predicate's other
+        conjuncts: the copy of a tail TVM's split wrote there (in `_tail_condition`'s TIR form, proven
+        by the contract check) is not lowered again."""
         conditions: list[Condition] = []
         for dim in self.scope.dims:
             if dim.even:
                 continue
             # several loops may share one axis (whole-row tiles of sub-nests): the block's own counts
-            plan = next(
-                (
-                    p
-                    for p in self.scope.plans.values()
-                    if p.kind == "tile" and p.name == dim.name and self._block_uses_loop(realize, p.loop)
-                ),
-                None,
-            )
+            plan = next((p for p in self.scope.plans.values()
+                         if p.kind == "tile" and p.name == dim.name and self._block_uses_loop(realize, p.loop)), None)
             if plan is not None:
                 conditions.append(self._tail_condition(plan, dim))
+        tails = list(conditions)
         for cond in conjuncts(realize.predicate):
+            if any(tvm_ffi.structural_equal(cond, tail.tir) for tail in tails):
+                continue
             tile = lower_expr(self, cond)
-            if all(tile != c.tile for c in conditions):
+            if all(tile != c.tile for c in conditions[len(tails):]):   # the user's own conditions, once each
                 conditions.append(Condition(cond, tile))
         return conditions
 

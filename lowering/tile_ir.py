@@ -317,6 +317,7 @@ class TileKernel:
     # deterministic: compiled as the program's arithmetic (no FMA contraction, integer sizes not
     # specialized on their values, one variant): docs/determinism.md, "What Triton would choose"
     deterministic: bool = False
+    dot_min_block: int = 16   # the backend's tl.dot minimum Tiling recorded (tile.limits): configs keep dot tiles at it
 
     @property
     def block_sizes(self) -> dict[str, int]:

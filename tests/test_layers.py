@@ -142,6 +142,24 @@ def test_no_module_imports_a_higher_layer():
     assert not against, "imports against the layers:\n" + "\n".join(against)
 
 
+# the one place for environment switches, the standalone runtime a saved module carries (and the kernel text
+# emit_kernel writes into it), and the passes' one switch (the layers keep them from importing environment.py)
+ENVIRONMENT_READERS = {"triton_codegen/environment.py", "triton_codegen/runtime_support.py",
+                       "triton_codegen/torch_op_support.py", "triton_codegen/emit_kernel.py",
+                       "tir_passes/checks/sandbox.py"}
+
+
+def test_environment_switches_are_read_in_one_place():
+    readers = set()
+    for package in PACKAGES:
+        for folder, _, files in os.walk(os.path.join(ROOT, package)):
+            for name in files:
+                path = os.path.join(folder, name)
+                if name.endswith(".py") and "os.environ" in open(path).read():
+                    readers.add(os.path.relpath(path, ROOT).replace(os.sep, "/"))
+    assert readers <= ENVIRONMENT_READERS, f"read os.environ outside triton_codegen/environment.py: {readers - ENVIRONMENT_READERS}"
+
+
 _BLOCK_TVM = "import sys\nsys.modules['tvm'] = None\nsys.modules['tvm_ffi'] = None\n"
 
 
@@ -167,3 +185,23 @@ def test_tir_triton_tune_of_a_saved_module_runs_without_tvm(tmp_path):
                           env={**os.environ, "TIR_TRITON_CACHE": str(tmp_path / "cache")})
     assert done.returncode == 0 and "exit 2" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
     assert "tune needs a CUDA GPU" in done.stderr
+
+
+def test_tir_triton_model_of_a_saved_module_runs_without_tvm(tmp_path):
+    """`tir-triton model` of a saved module reads its TILE_SUMMARY (no TileProgram, no TVM), compiles
+    the default config ahead of time and prints the model's row, as it does for the program itself."""
+    from elementwise import make_scale_shift_relu
+
+    from triton_codegen import compile
+    from triton_codegen.model_report import format_rows, model_rows
+
+    kernel = compile(make_scale_shift_relu(37, 5), verify=False)
+    path = kernel.save(str(tmp_path) + os.sep)
+    script = _BLOCK_TVM + ("from triton_codegen.cli import main\n"
+                           f"code = main(['model', {path!r}, '--top', '0'])\n"
+                           "assert 'tvm' not in {m.split('.')[0] for m in sys.modules if sys.modules[m] is not None}\n"
+                           "print('exit', code)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "exit 0" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+    with_tvm = format_rows(model_rows(kernel, "H200", {}, 0), "H200", {})
+    assert done.stdout.replace("exit 0\n", "") == with_tvm

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 class PassEntry:
     name: str            # the pass's `info.name` (what dumps, tables and --disable use)
     import_path: str     # "module:Class"
-    takes_gpu: bool      # the class is called with the GPU model the pipeline sizes tiles for
+    takes_gpu: bool      # the class is called with the GPU model the pipeline sizes tiles for, and limits=
     takes_deterministic: bool = False   # the class takes deterministic=True (docs/determinism.md)
 
 

@@ -64,6 +64,7 @@ from tir_passes.checks.shape_reduction import copy_with, larger_mappings
 from tir_passes.infra.pass_util import take_raised_error
 from tir_passes.infra import dump
 from tir_passes.pass_order import DEFAULT_ORDER, PassEntry
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.checks import bounds, verify
 from tir_passes.checks.verify_contract import check_contract
 
@@ -73,17 +74,18 @@ CHECKS = ("well_formed", "round_trip", "purity", "bounds", "contract", "numerics
 KNOWN_PASSES = {entry.name: entry.import_path for entry in DEFAULT_ORDER}
 
 
-def default_pipeline(gpu: str = "H200", deterministic: bool = False) -> list[tvm.transform.Pass]:
-    """The passes of pass_order.DEFAULT_ORDER (the order, TVM-free), those that size tiles for `gpu`;
-    deterministic: the passes that take it fix every reduction order (docs/determinism.md)."""
-    return [_build(entry, gpu, deterministic) for entry in DEFAULT_ORDER]
+def default_pipeline(gpu: str = "H200", deterministic: bool = False, limits: BackendLimits | None = None) -> list:
+    """The passes of pass_order.DEFAULT_ORDER (the order, TVM-free), those that size tiles for `gpu` under the
+    backend's `limits` (backend_limits.py; None: the defaults, the Triton backend's); deterministic: the passes
+    that take it fix every reduction order (docs/determinism.md)."""
+    return [_build(entry, gpu, deterministic, limits) for entry in DEFAULT_ORDER]
 
 
-def _build(entry: PassEntry, gpu: str, deterministic: bool = False) -> tvm.transform.Pass:
+def _build(entry: PassEntry, gpu: str, deterministic: bool = False, limits=None) -> tvm.transform.Pass:
     module, name = entry.import_path.split(":")
     factory = getattr(import_module(module), name)
-    args = (gpu,) if entry.takes_gpu else ()
-    return factory(*args, deterministic=True) if deterministic and entry.takes_deterministic else factory(*args)
+    options = {"deterministic": True} if deterministic and entry.takes_deterministic else {}
+    return factory(gpu, limits=limits, **options) if entry.takes_gpu else factory(**options)
 
 
 def pass_names(passes: Sequence[tvm.transform.Pass]) -> list[str]:
@@ -154,7 +156,7 @@ class RoundTripBaseline:
         if problem is None:
             return cls("exact")
         blame = f"TVM's printer, not a pass: the input itself does not survive print and re-parse ({problem})"
-        if problem.startswith("the printed TVMScript does not parse"):
+        if not verify.printed_script_parses(mod):
             return cls("skipped", f"{blame}; the round-trip check is skipped")
         return cls("relative", f"{blame}; each stage's dump is compared with the pass applied to the previous dump")
 
@@ -221,15 +223,8 @@ def run_pipeline(
         with tvm.transform.PassContext(opt_level=3, instruments=[recorder]):
             mod = _apply(pass_, before, dump_dir, input_mod, len(records) + 1)
         observed = recorder.stages[-1]
-        record = StageRecord(
-            observed.index,
-            observed.name,
-            observed.changed,
-            observed.seconds,
-            dump_path=observed.dump_path,
-            diff=observed.diff,
-            decisions=observed.decisions,
-        )
+        record = StageRecord(observed.index, observed.name, observed.changed, observed.seconds,
+                             dump_path=observed.dump_path, diff=observed.diff, decisions=observed.decisions)
         records.append(record)
         _verify_stage(record, pass_, before, mod, fingerprint, now, reference, baseline, dump_dir, input_mod)
     if numerics is not None and numerics.reduced:

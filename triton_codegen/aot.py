@@ -20,16 +20,15 @@ import tempfile
 from dataclasses import dataclass
 
 from triton_codegen.environment import compiled_mode_environment, default_fp_fusion
+from tir_passes.infra.dtypes import pointer_types
 from tir_passes.infra.names import pointer_name, stride_name
-from lowering.tile_ir import TileKernel
+from lowering.tile_ir import BufferArg, ScalarArg, TileKernel
 
 from .descriptors import DescriptorPlan
 from .jit_options import unspecialized_scalars
 from .loader import import_module, triton_library_interpreted
 
-_POINTER_TYPES = {"bool": "*i1", "int8": "*i8", "int16": "*i16", "int32": "*i32", "int64": "*i64",
-                  "uint8": "*u8", "uint16": "*u16", "uint32": "*u32", "uint64": "*u64", "float16": "*fp16",
-                  "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64"}
+_POINTER_TYPES = pointer_types()
 _SCALAR_TYPES = {"int32": "i32", "int64": "i64", "float32": "fp32", "float64": "fp64", "bool": "i1"}
 
 
@@ -43,6 +42,35 @@ class AotResult:
     tma_copies: int = 0                # TMA instructions (cp.async.bulk.tensor) in the PTX
     ttgir: str = ""                    # with listings=True: Triton's GPU IR (the layouts) and the PTX
     ptx: str = ""
+
+
+@dataclass(frozen=True)
+class SavedKernel:
+    """What the ahead-of-time compile reads of a TileKernel (its arguments, block constexprs and
+    options), from a saved module's TILE_SUMMARY entry: no TileProgram, no TVM."""
+
+    name: str
+    buffers: tuple[BufferArg, ...]
+    scalars: tuple[ScalarArg, ...]
+    int64_buffers: tuple[str, ...]
+    block_sizes: dict[str, int]
+    group_m: int | None
+    debug: bool = False
+    deterministic: bool = False   # compiled as the program's arithmetic (jit_options.py)
+
+    @classmethod
+    def of(cls, name: str, summary: dict) -> "SavedKernel":
+        arguments = summary.get("arguments")
+        if arguments is None:
+            raise AotCompileError(f"{name}: the module's TILE_SUMMARY does not list the kernel's arguments (a module "
+                                  "written before they were recorded): compile the PrimFunc again")
+        blocks: dict[str, int] = {}
+        for dim in summary["dims"]:
+            blocks.setdefault(dim["block"], dim["default"])
+        return cls(name, tuple(BufferArg(n, dtype, ndim) for n, dtype, ndim in arguments["buffers"]),
+                   tuple(ScalarArg(n, dtype) for n, dtype in arguments["scalars"]), tuple(arguments["int64"]),
+                   blocks, summary.get("group_m"), bool(arguments.get("debug", False)),
+                   bool(arguments.get("deterministic", False)))
 
 
 class AotCompileError(RuntimeError):

@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     model = commands.add_parser(
         "model",
         help="the hardware model's prediction per kernel (compiled ahead of time "
-        "for the GPU, no GPU needed): default config and the best of the tuner's space",
+        "for the GPU, no GPU needed): default config and the best of the tuner's space; "
+        "of a TVMScript program, or of a module tir-triton wrote (then without TVM)",
     )
     _add_target(model)
     model.add_argument("--sizes", default="", help="symbolic sizes, e.g. rows=4096")
@@ -299,19 +300,18 @@ def cmd_bank_conflicts(args) -> int:
 
 
 def cmd_model(args) -> int:
-    from triton_codegen import compile
-    from triton_codegen.model_report import format_rows, model_rows
+    from triton_codegen.loader import is_generated_module
+    from triton_codegen.model_report import format_rows, model_rows, saved_model_rows
 
-    mod, name, passes = _load(args)
     sizes = _sizes(args.sizes)
-    print(
-        format_rows(
-            model_rows(compile(mod, verify=False, gpu=args.gpu, passes=passes), args.gpu, sizes, args.top),
-            args.gpu,
-            sizes,
-        ),
-        end="",
-    )
+    if is_generated_module(args.target):   # a saved module: its TILE_SUMMARY is enough, no TVM
+        rows = saved_model_rows(args.target, args.gpu, sizes, args.top)
+    else:
+        from triton_codegen import compile
+
+        mod, name, passes = _load(args)
+        rows = model_rows(compile(mod, verify=False, gpu=args.gpu, passes=passes), args.gpu, sizes, args.top)
+    print(format_rows(rows, args.gpu, sizes), end="")
     return 0
 
 

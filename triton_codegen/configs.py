@@ -2,7 +2,8 @@
 
 Every config keeps what the kernel's masks assume: an axis whose tail mask was dropped (its
 extent is a multiple of the default block size) only gets block sizes that divide the extent;
-axes of a tl.dot keep tl.dot's minimum (tile_contract.LIMITS); tiles never exceed the extent's next power of two.
+axes of a tl.dot keep tl.dot's minimum (the backend's limit Tiling recorded: TileKernel.dot_min_block); tiles
+never exceed the extent's next power of two.
 A deterministic kernel's pins (tile_contract.Pin: reduction tiles, tl.dot tiles, num_warps) stay as
 they are in every config: only the other block sizes and num_stages vary (docs/determinism.md).
 """
@@ -10,7 +11,7 @@ they are in every config: only the other block sizes and num_stages vary (docs/d
 from __future__ import annotations
 
 from lowering.tile_ir import Const, Dot, Loop, TileKernel
-from tir_passes.contracts.tile_contract import LIMITS, WARPS
+from tir_passes.contracts.tile_contract import WARPS
 
 from .search_space import block_size_allowed
 
@@ -36,7 +37,7 @@ def _dot_axes(body) -> set[str]:
 
 def _allowed(kernel: TileKernel, block: str, size: int, dot_axes: set[str]) -> bool:
     return all(block_size_allowed(size, default=dim.default, extent=_static_extent(dim), even=dim.even,
-                                  minimum=max(dim.min_block, LIMITS.dot_min_block if dim.name in dot_axes else 1))
+                                  minimum=max(dim.min_block, kernel.dot_min_block if dim.name in dot_axes else 1))
                for dim in kernel.dims if dim.block == block)
 
 

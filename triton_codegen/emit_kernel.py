@@ -20,16 +20,13 @@ from dataclasses import dataclass
 from tir_passes.infra.names import pointer_name, python_name, stride_name
 from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Expr, Load,
                               Loop, Reduce, Reg, Scalar, Scan, SelectCombine, Store, TileKernel, Unary, Where)
+from tir_passes.infra.dtypes import DTYPES, FLOATS, language_names
 
 from .descriptors import Descriptor, DescriptorPlan
 from .jit_options import jit_decorator
 from .source import Source
 
-TL_DTYPES = {
-    "bool": "tl.int1", "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32", "int64": "tl.int64",
-    "uint8": "tl.uint8", "uint16": "tl.uint16", "uint32": "tl.uint32", "uint64": "tl.uint64",
-    "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64",
-}
+TL_DTYPES = language_names("tl")
 
 
 @dataclass(frozen=True)
@@ -134,7 +131,7 @@ INTEGER_RULES = {  # integers have no NaN to propagate: the plain forms read bet
 
 _HALF = ("float16", "bfloat16")
 LOG2_E = 1.4426950408889634
-_SAME_WIDTH_INT = {"float16": "tl.int16", "bfloat16": "tl.int16", "float32": "tl.int32", "float64": "tl.int64"}
+_SAME_WIDTH_INT = {name: f"tl.int{DTYPES[name].bits}" for name in FLOATS}
 _OPERAND_NAMES = {"x": "arg", "a": "lhs", "b": "rhs"}  # temporaries for operands read more than once
 _NAMED = (Load, Reduce, Scan, Dot, Where)
 _SCANS = {

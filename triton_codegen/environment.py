@@ -7,6 +7,12 @@ must stand alone, reads TRITON_INTERPRET itself).
 | `TRITON_DEFAULT_FP_FUSION` | Triton's multiply-add contraction; tir-triton defaults it to `1` |
 | `TIR_TRITON_CACHE` | the tuning cache's folder (default `~/.cache/tir-triton/tuning`) |
 | `CUDA_VISIBLE_DEVICES` | set per worker by the multi-GPU tuner |
+| `TIR_TRITON_REFERENCE_SECONDS` | the numerics check's reference run counts as a hang after it (default 120) |
+
+The last is read by `tir_passes/checks/sandbox.py`: the passes sit below `triton_codegen` and
+cannot import this module. No other module reads `os.environ` (tests/test_layers.py checks it),
+except what a saved module carries standalone: `runtime_support.py` and `torch_op_support.py`
+(copied into every module) and the line of generated kernel source `emit_kernel.py` writes.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 from tir_passes.contracts.gpu_specs import GpuSpec
+from tir_passes.infra.dtypes import DTYPES, element_bytes
 
 LAUNCH_SECONDS = 5e-6          # a kernel's launch, ramp-up and drain as CUDA events see it (H200: the
                                # bandwidth-bound rows of docs/benchmarks.md run 5-7 µs over their bytes)
@@ -44,8 +45,7 @@ REGISTER_LIMIT = 255           # per thread; more spills to local memory
 REGISTER_GRANULE = 256         # registers are allocated per warp in multiples of this
 SHARED_RESERVE = 1024          # bytes the driver reserves per resident program (sm_80 and later)
 
-ELEMENT_BYTES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2,
-                 "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
+
 
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
         "//": lambda a, b: a // b, "%": lambda a, b: a % b, "floordiv": lambda a, b: a // b,
@@ -78,7 +78,6 @@ def summarize(program) -> dict[str, dict]:
 
 def _summarize_kernel(program, kernel) -> dict:
     from lowering.tile_ir import Dot, Load, Loop, Store
-    from tir_passes.contracts.tile_contract import LIMITS  # runs where the program is compiled, with TVM
 
     dot_axes = set()
     accesses, dots, has_loop = [], [], False
@@ -110,19 +109,31 @@ def _summarize_kernel(program, kernel) -> dict:
 
     visit(kernel.body, [], set())
     dims = [{"axis": d.name, "block": d.block, "default": d.default, "extent": _entry(d.extent),
-             "even": d.even, "min": max(d.min_block, LIMITS.dot_min_block if d.name in dot_axes else 1)}
+             "even": d.even, "min": max(d.min_block, kernel.dot_min_block if d.name in dot_axes else 1)}
             for d in kernel.dims]
     summary = {"grid": [_entry(axis.count) for axis in kernel.grid], "dims": dims, "accesses": accesses, "dots": dots,
                "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
                "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
-               "loops": has_loop}
+               "loops": has_loop, "arguments": _arguments(kernel)}
     if kernel.pins:   # deterministic: settings the tuner keeps (search_space.py)
         summary["pinned"] = {name: size for name, size, _ in kernel.pins}
     return summary
 
 
+def _arguments(kernel) -> dict:
+    """The kernel's arguments as its signature takes them (aot.SavedKernel reads them back), so a
+    saved module is compiled ahead of time without its TileProgram (`tir-triton model` without TVM)."""
+    return {"buffers": [[b.name, b.dtype, b.ndim] for b in kernel.buffers],
+            "scalars": [[s.name, s.dtype] for s in kernel.scalars],
+            "int64": list(kernel.int64_buffers), "debug": kernel.debug, "deterministic": kernel.deterministic}
+
+
+def _bytes(dtype: str) -> int:
+    return element_bytes(dtype) if dtype in DTYPES else 4
+
+
 def _access(buffer: str, kind: str, dtype: str, axes, trips) -> dict:
-    return {"buffer": buffer, "kind": kind, "bytes": ELEMENT_BYTES.get(dtype, 4), "axes": list(axes),
+    return {"buffer": buffer, "kind": kind, "bytes": _bytes(dtype), "axes": list(axes),
             "trips": list(trips)}
 
 
@@ -141,11 +152,11 @@ def _buffer_dtype(kernel, name: str) -> str:
 def _buffer(program, name: str, dtype: str) -> dict:
     for param in program.params:
         if param.name == name:
-            return {"bytes": ELEMENT_BYTES.get(dtype, 4), "shape": list(param.shape)}
+            return {"bytes": _bytes(dtype), "shape": list(param.shape)}
     for scratch in program.scratch:
         if scratch.name == name:
-            return {"bytes": ELEMENT_BYTES.get(dtype, 4), "shape": [_entry(d) for d in scratch.shape]}
-    return {"bytes": ELEMENT_BYTES.get(dtype, 4), "shape": [None]}
+            return {"bytes": _bytes(dtype), "shape": [_entry(d) for d in scratch.shape]}
+    return {"bytes": _bytes(dtype), "shape": [None]}
 
 
 def _entry(expr):
@@ -195,7 +206,7 @@ def estimate_resources(kernel: dict, config: dict) -> Resources:
     for dot in kernel["dots"]:
         bm, bn, bk = (config[_block(kernel, dot[axis])] for axis in ("m", "n", "k"))
         accumulators[dot["k"]] = accumulators.get(dot["k"], 0) + bm * bn
-        operand_bytes = ELEMENT_BYTES.get(dot["dtype"], 4) * (bm + bn) * bk
+        operand_bytes = _bytes(dot["dtype"]) * (bm + bn) * bk
         staged[dot["k"]] = staged.get(dot["k"], 0) + config["num_stages"] * operand_bytes
     tiles = [_tile_elements(kernel, config, a["axes"]) for a in kernel["accesses"]]
     held = max(tiles + list(accumulators.values()) + [1])

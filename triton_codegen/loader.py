@@ -77,6 +77,15 @@ def module_pair_path(source: str, name: str, backward_source: str, backward_file
     return os.path.join(folder, f"{file_stem(name)}.py")
 
 
+GENERATED_MARKER = "TILE_SUMMARY = "   # a line every module tir-triton writes holds (emit_module.py)
+
+
+def is_generated_module(path: str) -> bool:
+    """Whether `path` is a module tir-triton wrote (not a TVMScript program): read, not imported."""
+    content = _content(path) if path.endswith(".py") else None
+    return content is not None and any(line.startswith(GENERATED_MARKER) for line in content.splitlines())
+
+
 def triton_library_interpreted() -> bool:
     """Triton binds its own @jit helpers (tl.sum, tl.cdiv) to one mode when it is imported: the
     interpreter needs them interpreted, ahead-of-time compiles need them compiled."""

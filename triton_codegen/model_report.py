@@ -2,7 +2,8 @@
 GPU's architecture, specialized as a launch on contiguous tensors would be, so that occupancy
 comes from the registers, spills and shared memory Triton reports; then the model's time.
 
-`tir-triton model FILE.py` prints it for the default config and the best few of the tuner's space.
+`tir-triton model FILE.py` prints it for the default config and the best few of the tuner's space;
+for a module tir-triton wrote (`saved_model_rows`), from its TILE_SUMMARY alone, with no TVM.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from tir_passes.infra.names import stride_name
 from tir_passes.contracts.gpu_specs import gpu_spec
 
-from .aot import compile_ahead_of_time
+from .aot import SavedKernel, compile_ahead_of_time
+from .loader import import_module
 from .hardware_model import Prediction, Resources, evaluate, predict, runnable, summarize
 from .search_space import kernel_space
 
@@ -40,20 +42,39 @@ def launch_values(kernel, summary: dict, sizes: dict[str, int]) -> dict[str, int
 
 def model_rows(compiled, gpu: str = "H200", sizes: dict[str, int] | None = None, top: int = 3) -> list[ModelRow]:
     """Per kernel: the default config and the `top` best of its space, each compiled ahead of time."""
-    spec, sizes = gpu_spec(gpu), sizes or {}
     summary = summarize(compiled.program)
-    rows = []
+    kernels = []
     for kernel in compiled.program.kernels:
         default = dict(kernel.block_sizes, num_warps=kernel.num_warps, num_stages=kernel.num_stages)
+        kernels.append((kernel, summary[kernel.name], default))
+    return _rows(compiled.module_file(), kernels, gpu, sizes or {}, top)
+
+
+def saved_model_rows(path: str, gpu: str = "H200", sizes: dict[str, int] | None = None,
+                     top: int = 3) -> list[ModelRow]:
+    """model_rows of a module tir-triton wrote: each kernel's arguments and tiles from its
+    TILE_SUMMARY, its default the config the module launches (CONFIGS[CHOSEN]). Imports no TVM."""
+    module = import_module(path, interpret=False)
+    kernels = []
+    for name, _launch in module.LAUNCHERS:
+        summary = module.TILE_SUMMARY[name]
+        kernels.append((SavedKernel.of(name, summary), summary, dict(module.CONFIGS[name][module.CHOSEN[name]])))
+    return _rows(path, kernels, gpu, sizes or {}, top)
+
+
+def _rows(module_file: str, kernels, gpu: str, sizes: dict[str, int], top: int) -> list[ModelRow]:
+    spec = gpu_spec(gpu)
+    rows = []
+    for kernel, summary, default in kernels:
         if kernel.group_m:
-            default["GROUP_M"] = kernel.group_m
-        space = kernel_space(kernel.name, summary[kernel.name], default, spec, sizes)
-        values = launch_values(kernel, summary[kernel.name], sizes)
+            default.setdefault("GROUP_M", kernel.group_m)
+        space = kernel_space(kernel.name, summary, default, spec, sizes)
+        values = launch_values(kernel, summary, sizes)
         for config in space.configs[:top + 1]:
-            built = compile_ahead_of_time(compiled.module_file(), kernel, config, spec.compute_capability, values)
+            built = compile_ahead_of_time(module_file, kernel, config, spec.compute_capability, values)
             resources = Resources(built.registers or 0, built.spilled_bytes or 0, built.shared_bytes or 0,
                                   built.registers is not None)
-            prediction = predict(summary[kernel.name], config, spec, sizes, resources)
+            prediction = predict(summary, config, spec, sizes, resources)
             rows.append(ModelRow(kernel.name, config, prediction, runnable(spec, resources, config["num_warps"]),
                                  config == default))
     return rows

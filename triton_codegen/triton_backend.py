@@ -8,6 +8,7 @@ from dataclasses import replace
 from lowering.from_tir import lower_program
 from lowering.printer import format_program
 from lowering.support import check_supported
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.pipeline import default_pipeline
 
 from . import loader
@@ -17,6 +18,15 @@ from .check import CheckReport, check_kernel
 from .emit_kernel import BINARY_RULES, UNARY_RULES
 from .emit_module import emit_module
 from .kernel import TritonKernel, interpret_mode
+
+
+# what Triton kernels can hold (tl.dot's 16-element minimum, the widest tile, ...): handed to the
+# passes with the GPU spec, recorded by Tiling, read back by the lowering and the config space
+TRITON_LIMITS = BackendLimits()
+
+
+def _pipeline(gpu: str = "H200", deterministic: bool = False) -> list:
+    return default_pipeline(gpu, deterministic, TRITON_LIMITS)
 
 
 def _lower(func, name: str, source_hash: str, passes: tuple[str, ...], options: LowerOptions):
@@ -37,7 +47,7 @@ def _check(kernel: TritonKernel, reference) -> CheckReport:
 
 BACKEND = Backend(
     name="triton",
-    pipeline=default_pipeline,
+    pipeline=_pipeline,
     check_supported=check_supported,
     lower=_lower,
     emit=emit_module,

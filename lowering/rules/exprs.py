@@ -32,10 +32,10 @@ from tir_passes.errors import UnsupportedConstructError
 from tir_passes.analyses.nest import conjuncts
 
 from lowering.ops import BINARY_INTRINSICS, UNARY_INTRINSICS, fold
+from tir_passes.infra.dtypes import DTYPES
 from lowering.tile_ir import Binary, Cast, Const, Expr, Unary, Where
 
-SUPPORTED_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                    "float16", "bfloat16", "float32", "float64"}
+SUPPORTED_DTYPES = set(DTYPES)   # every dtype of the one table (tir_passes/infra/dtypes.py)
 
 
 class ExprContext(Protocol):

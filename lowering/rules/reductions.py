@@ -35,6 +35,7 @@ from tir_passes.errors import UnsupportedConstructError
 from tir_passes.analyses.nest import contraction_operands, operands_dtype
 from tir_passes.contracts.online_contract import online_shift
 from tir_passes.contracts.tile_contract import TILE, ContractError, dot_mark
+from tir_passes.infra.reduction_kinds import KINDS
 
 from lowering.rules import selections
 from lowering.rules.exprs import accumulator_dtype, cast, identity, lower_expr
@@ -45,8 +46,7 @@ from lowering.tile_ir import Arange, Assign, Binary, Cast, Const, Dot, Expr, Hel
 
 
 def combine(kind: str, acc: Expr, value: Expr, dims) -> Expr:
-    op = {"sum": "+", "prod": "*", "max": "max", "min": "min"}[kind]
-    return Binary(op, acc, value, acc.dtype, dims)
+    return Binary(KINDS[kind].binary, acc, value, acc.dtype, dims)
 
 
 @dataclass

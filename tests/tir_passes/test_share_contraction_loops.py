@@ -8,6 +8,7 @@ from helpers import assert_rewrites, compile_and_check
 from lowering.tile_ir import Dot, Loop
 from tir_passes.passes.share_contraction_loops import ShareContractionLoops
 from tir_passes.contracts.tile_contract import NOT_DOT_SERIAL_K, not_dot_mark
+from tir_passes.contracts.tile_root import tile_notes
 from tir_passes.analyses.nest import blocks_under
 from triton_codegen import compile
 
@@ -163,7 +164,7 @@ def test_swiglu_is_two_dots_over_one_k_loop_and_matches_tvm():
     loops = [line.strip() for line in source.splitlines() if line.strip().startswith("for ")]
     assert len(loops) == 1 and "tl.cdiv(53, BLOCK_K)" in loops[0]
     assert source.count("X_ptr +") == 1   # the common operand: one load per K step for both dots
-    assert "is not a tl.dot" not in "\n".join(kernel.tir["main"].body.block.annotations["tile.decisions"])
+    assert "is not a tl.dot" not in "\n".join(note.text for note in tile_notes(kernel.tir["main"]))
 
 
 def test_swiglu_plan_survives_block_order_and_names():
@@ -179,7 +180,7 @@ def test_a_contraction_that_is_not_a_dot_says_why():
     marks = {b.name_hint: not_dot_mark(b) for b in blocks_under(kernel.tir["main"].body)}
     not_dots = {name: mark for name, mark in marks.items() if mark is not None}
     assert len(not_dots) == 1 and next(iter(not_dots.values())).reason == NOT_DOT_SERIAL_K
-    decisions = "\n".join(kernel.tir["main"].body.block.annotations["tile.decisions"])
+    decisions = "\n".join(note.text for note in tile_notes(kernel.tir["main"]))
     assert f"{next(iter(not_dots))} is not a tl.dot (serial-reduction)" in decisions
 
 

@@ -36,8 +36,11 @@ def test_elementwise_nest_gets_grid_and_tile_loops():
             with T.sblock("root"):
                 T.reads()
                 T.writes()
-                T.sblock_attr({"tile.decisions": ["kernel 0 (B): program ids over i, j; tile axes i=16, j=128; "
-                                                  "4 warps, 2 stages"]})
+                T.sblock_attr({"tile.decisions": [{"kernel": 0, "text": "kernel 0 (B): program ids over i, j; tile axes "
+                                                                        "i=16, j=128; 4 warps, 2 stages"}],
+                               "tile.limits": {"default_num_stages": 2, "default_num_warps": 4, "dot_min_block": 16,
+                                               "max_num_warps": 32, "max_row_tile": 16384,
+                                               "register_row_elements": 8192}})
                 for i_0 in T.serial(1, annotations={"tile": {"role": "grid"}, "tile.kernel": {"num_stages": 2, "num_warps": 4}}):
                     for j_0 in T.serial(1, annotations={"tile": {"role": "grid"}}):
                         for i_1 in T.serial(16, annotations={"tile": {"axis": "i", "block": "BLOCK_I", "extent": 16, "outer": "i_0", "role": "tile", "size": 16}}):

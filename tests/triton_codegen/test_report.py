@@ -85,6 +85,26 @@ def test_layout_decision_and_one_tiling_decision_per_kernel():
         assert decision.program_ids and all(t.tile.axis for t in decision.tile_axes)
 
 
+def test_notes_are_grouped_by_their_typed_kernel_not_by_their_words():
+    """The report reads each tile note's `kernel` field: notes whose lines name no kernel at all
+    (reworded) land with the same kernels."""
+    import tvm
+
+    from tir_passes.contracts.tile_contract import DECISIONS_KEY
+    from tir_passes.contracts.tile_root import tile_notes
+    from tir_passes.infra.pass_util import replace_block, root_block, with_root_block
+
+    func = compile(transposed_intermediate, verify=False).tir["main"]
+    notes = tile_notes(func)
+    assert {note.kernel for note in notes} == {0, 1}
+    reworded = [{"kernel": note.kernel, "text": f"note {position}"} for position, note in enumerate(notes)]
+    root = root_block(func)
+    func = with_root_block(func, replace_block(root, annotations={**dict(root.annotations), DECISIONS_KEY: reworded}))
+    decisions = read_decisions(tvm.IRModule({"main": func}))
+    for decision in decisions.kernels:
+        assert decision.reasons == tuple(f"note {p}" for p, note in enumerate(notes) if note.kernel == decision.index)
+
+
 def test_serial_loop_names_the_dependence_and_the_spilled_value():
     [decision] = read_decisions(compile(previous_row, verify=False).tir).kernels
     assert decision.program_ids == ()

@@ -38,22 +38,24 @@ from tvm import s_tir, tirx
 
 from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, is_reduction_block,
                                      is_self_load, loop_kind, loops_under, next_power_of_two, uses_var)
-from tir_passes.contracts.tile_contract import LIMITS, PIN_LAYOUT, PIN_REDUCTION, PIN_SCAN
+from tir_passes.contracts.backend_limits import BackendLimits
+from tir_passes.contracts.tile_contract import PIN_LAYOUT, PIN_REDUCTION, PIN_SCAN
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.pass_util import static_int
+from tir_passes.infra.reduction_kinds import ORDER_SENSITIVE
 
 PINNED_WARPS = 4          # a deterministic kernel without a tl.dot that walks chunks runs 4 warps
 MAX_WHOLE_ROW_WARPS = 16  # whole rows: one warp per 32 vectors of the row, 4 to 16 (as fused_warps without the flag)
 VECTOR_BITS = 128         # the widest vector load a thread issues (LDG.128)
 THREADS_PER_WARP = 32
 PINNED_SPATIAL = 16       # the other tile axes of a reduction along a non-contiguous axis
-SCAN_COMBINERS = ("sum", "prod")
+SCAN_COMBINERS = ORDER_SENSITIVE   # float scans whose tree changes the result
 
 
-def chunk_elements(dtype_bytes: int, warps: int = PINNED_WARPS) -> int:
+def chunk_elements(dtype_bytes: int, limits: BackendLimits, warps: int = PINNED_WARPS) -> int:
     """The tile along a pinned reduction axis: every lane of every warp holds a full vector of it,
     so the layout's split of the axis does not depend on the tile's other sizes."""
-    return min(_per_thread(dtype_bytes) * THREADS_PER_WARP * warps, LIMITS.max_row_tile)
+    return min(_per_thread(dtype_bytes) * THREADS_PER_WARP * warps, limits.max_row_tile)
 
 
 def _per_thread(dtype_bytes: int) -> int:
@@ -67,17 +69,17 @@ def whole_row_warps(extent: int, dtype_bytes: int) -> int:
     return max(PINNED_WARPS, min(MAX_WHOLE_ROW_WARPS, lanes))
 
 
-def whole_tile(extent: int, dtype_bytes: int, warps: int) -> int:
+def whole_tile(extent: int, dtype_bytes: int, warps: int, limits: BackendLimits) -> int:
     """The tile of a whole row: its padded length, and at least a full vector for every thread, so
     the rows per program do not change how threads split it (a 64-element row gets 512 lanes)."""
-    return max(next_power_of_two(extent), chunk_elements(dtype_bytes, warps))
+    return max(next_power_of_two(extent), chunk_elements(dtype_bytes, limits, warps))
 
 
-def fits_whole(extent) -> bool:
+def fits_whole(extent, limits: BackendLimits) -> bool:
     """A reduction of this extent is one whole tile (a static length within the widest row tile,
     as Tiling keeps it without the flag); else fixed chunks."""
     static = static_int(extent)
-    return static is not None and static <= LIMITS.max_row_tile
+    return static is not None and static <= limits.max_row_tile
 
 
 def _is_float(dtype) -> bool:
@@ -146,8 +148,8 @@ class PinRequest:
     whole: bool = False  # the loop is one tile (not split): a whole row
 
 
-def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]], free=lambda loop: True) \
-        -> list[PinRequest]:
+def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]], limits: BackendLimits,
+                   free=lambda loop: True) -> list[PinRequest]:
     """The tiles of a kernel without a tl.dot that a deterministic kernel pins: chunked reduction
     axes of order-sensitive blocks (and their other tile axes where the reduction is not along the
     contiguous axis), and float sum or product scans. `tiled_size(loop)` is the plan's size of a
@@ -163,18 +165,18 @@ def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]
         if name in scan_blocks:
             loop, combiner, dtype = scan_blocks[name]
             if combiner in SCAN_COMBINERS and _is_float(dtype):
-                requests.setdefault(loop, PinRequest(loop, chunk_elements(narrowest_load(block)), PIN_SCAN))
+                requests.setdefault(loop, PinRequest(loop, chunk_elements(narrowest_load(block), limits), PIN_SCAN))
             continue
         if not order_sensitive(block):
             continue
         loops = list(enclosing)
         tiled = [loop for loop in loops if tiled_size(loop) is not None]
-        chunk = chunk_elements(narrowest_load(block))
+        chunk = chunk_elements(narrowest_load(block), limits)
         contiguous = reduces_along_contiguous(realize, loops, lambda loop: tiled_size(loop) is not None or free(loop))
         for loop in tiled:
             if loop_kind(loop, realize) == REDUCE:
                 key = loop.loop_var.__chandle__()
-                whole = contiguous and fits_whole(loop.extent)
+                whole = contiguous and fits_whole(loop.extent, limits)
                 requests[key] = PinRequest(key, static_int(loop.extent) if whole else chunk, PIN_REDUCTION,
                                            whole=whole)
         if not contiguous:
@@ -184,14 +186,14 @@ def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]
                 wanted = tiled_size(loop) is not None or (free(loop) and any(loop.same_as(c) for c in contiguous))
                 if wanted and loop_kind(loop, realize) == SPATIAL and key not in requests:
                     requests[key] = PinRequest(key, PINNED_SPATIAL, PIN_LAYOUT, loop.loop_var.name)
-    return _sized([requests[key] for key in sorted(requests, key=lambda k: _order(stmt, k))], stmt)
+    return _sized([requests[key] for key in sorted(requests, key=lambda k: _order(stmt, k))], stmt, limits)
 
 
-def _sized(requests: list[PinRequest], stmt) -> list[PinRequest]:
+def _sized(requests: list[PinRequest], stmt, limits: BackendLimits) -> list[PinRequest]:
     """Whole-row requests carry their extent until the kernel's warps are known: then their tile."""
     warps = kernel_warps(requests, stmt)
     loads = _pinned_loads(stmt)
-    return [PinRequest(r.loop, whole_tile(r.size, loads[r.loop], warps), r.why, r.name, True) if r.whole else r
+    return [PinRequest(r.loop, whole_tile(r.size, loads[r.loop], warps, limits), r.why, r.name, True) if r.whole else r
             for r in requests]
 
 

@@ -23,9 +23,10 @@ import tvm_ffi
 from tvm import s_tir, sym, tirx
 
 from tir_passes.analyses.nest import call_name, is_reduction_block
+from tir_passes.infra.reduction_kinds import combiner_nodes
 
 PROOF = sym.ProofStrength.SYMBOLIC_BOUND
-_COMBINERS = {tirx.Add: "sum", tirx.Mul: "prod", tirx.Max: "max", tirx.Min: "min"}
+_COMBINERS = combiner_nodes(tirx)
 
 
 @dataclass(frozen=True)

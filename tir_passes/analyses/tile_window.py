@@ -56,7 +56,9 @@ from tir_passes.analyses.nest import (
     substitute_bindings,
     uses_var,
 )
+from tir_passes.infra.dtypes import float_max
 from tir_passes.infra.pass_util import static_int
+from tir_passes.infra.reduction_kinds import MAX, MIN, SUM, combiner_nodes
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.contracts.tile_contract import GRID, TILE, LoopTile, TileWindow
 
@@ -211,13 +213,13 @@ def _fold_band(realize, walk, rows, store: tirx.BufferStore, block, read_outside
 
 # what folds as the combiner's identity: for max (min) also the lowest (highest) finite value of
 # the element's dtype, which every finite operand beats, as masks written with T.min_value fill
-_IDENTITIES = {"sum": {"zero"}, "max": {"-inf", "lowest"}, "min": {"+inf", "highest"}}
+_IDENTITIES = {SUM: {"zero"}, MAX: {"-inf", "lowest"}, MIN: {"+inf", "highest"}}
 
 
 def _fold(store: tirx.BufferStore, block) -> tuple[str, object]:
     """(combiner, element) of `Y = Y + t`, `Y = max(Y, e)`, `Y = min(Y, e)` or an online sum."""
     value = store.value
-    for kind, node in (("sum", tirx.Add), ("max", tirx.Max), ("min", tirx.Min)):
+    for node, kind in combiner_nodes(tirx, (SUM, MAX, MIN)).items():
         if isinstance(value, node):
             for old, element in ((value.a, value.b), (value.b, value.a)):
                 if is_self_load(old, store) or (
@@ -350,12 +352,6 @@ class _Value:
 
 
 _FINITE, _UNKNOWN, _ZERO = _Value("finite"), _Value("unknown"), _Value("zero", 0.0)
-_FLOAT_MAX = {
-    "float16": 65504.0,
-    "bfloat16": 3.3895313892515355e38,
-    "float32": 3.4028234663852886e38,
-    "float64": 1.7976931348623157e308,
-}
 
 
 def _constant(value: float, dtype: str = "float32") -> _Value:
@@ -365,7 +361,7 @@ def _constant(value: float, dtype: str = "float32") -> _Value:
         return _UNKNOWN
     if math.isinf(value):
         return _Value("-inf" if value < 0 else "+inf", value)
-    if abs(value) == _FLOAT_MAX.get(dtype):
+    if abs(value) == float_max(dtype):
         return _Value("lowest" if value < 0 else "highest", value)
     return _Value("finite", value)
 
@@ -398,7 +394,7 @@ def _cast(value: _Value, dtype: str) -> _Value:
     if not dtype.startswith(("float", "bfloat")):
         return value if value.kind == "zero" else _FINITE
     if value.extreme:  # the lowest fp16 is an ordinary fp32; the lowest fp32 overflows fp16
-        return _constant(value.constant, dtype) if abs(value.constant) <= _FLOAT_MAX[dtype] else _UNKNOWN
+        return _constant(value.constant, dtype) if abs(value.constant) <= float_max(dtype) else _UNKNOWN
     return value
 
 

@@ -28,10 +28,11 @@ class BoundsProblem:
     extent: str
     line: int | None            # in the stage's TVMScript
     source: str | None = None   # `file.py:line` of the user's TVMScript, when the node kept its span
+    binding: bool = False       # a block variable's binding outside its domain (not a buffer access)
 
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else (f"line {self.line}: " if self.line else "")
-        if self.access.startswith("binding"):
+        if self.binding:
             return (f"{where}block '{self.block}': {self.access} is not proven inside the variable's domain "
                     f"(below {self.extent}) under the loop ranges and the block predicate")
         return (f"{where}block '{self.block}': {self.access}: index {self.index} of dimension "
@@ -149,7 +150,7 @@ class _BoundsWalker:
         if proven(self.analyzer, tirx.all(value >= low, value < low + extent), self.path):
             return
         self.problems.append(BoundsProblem(self.block, f"binding {iv.var.name} = {value}", 0, str(value),
-                                           str(low + extent), self._line_of(f"{iv.var.name} = ")))
+                                           str(low + extent), self._line_of(f"{iv.var.name} = "), binding=True))
 
     def _if(self, stmt, visitor) -> None:
         self.visit(stmt.condition)

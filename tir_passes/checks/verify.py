@@ -43,6 +43,16 @@ def reparsed(mod: tvm.IRModule) -> tvm.IRModule:
     return tvm.IRModule({"main": parsed}) if isinstance(parsed, tirx.PrimFunc) else parsed
 
 
+def printed_script_parses(mod: tvm.IRModule) -> bool:
+    """Whether TVM's printing of `mod` parses back at all (what check_round_trip's first problem
+    would otherwise say in words)."""
+    try:
+        reparsed(mod)
+    except Exception:  # noqa: BLE001 - any parse failure: it does not
+        return False
+    return True
+
+
 def check_round_trip(mod: tvm.IRModule) -> list[str]:
     try:
         parsed = reparsed(mod)

@@ -40,26 +40,15 @@ import tvm_ffi
 from tvm import sym, tirx
 
 from tir_passes.analyses.dependence import carried_dependences
-from tir_passes.analyses.nest import (
-    REDUCE,
-    SPATIAL,
-    block_sites,
-    bound_iter_var,
-    conjuncts,
-    contraction_operands,
-    loop_kind,
-    loop_sites,
-    realizes_under,
-    uses_var,
-    written_buffers,
-    is_reduction_block,
-)
+from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, contraction_operands,
+                                      is_reduction_block, loop_kind, loop_sites, realizes_under, uses_var,
+                                      written_buffers)
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.infra.pass_util import root_block, static_int, top_level_statements
 from tir_passes.analyses.storage import decide_storage
 from tir_passes.contracts.tile_contract import (
     GRID,
-    LIMITS,
     SERIAL,
     TILE,
     ContractError,
@@ -74,6 +63,7 @@ from tir_passes.contracts.tile_contract import (
     split_mark,
 )
 from tir_passes.checks.verify_determinism import determinism_problems
+from tir_passes.contracts.tile_root import backend_limits
 from tir_passes.checks.verify_records import record_problems
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 
@@ -85,23 +75,25 @@ def check_contract(mod: tvm.IRModule) -> list[str]:
     for _, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
         if isinstance(func, tirx.PrimFunc) and func.attrs is not None and bool(func.attrs.get("s_tir", False)):
             params = {p.name for p in func.params if tirx.is_buffer_var(p)}
-            deterministic = _promised(func, problems)
+            deterministic = _record(deterministic_promise, func, problems, False)
+            limits = _record(backend_limits, func, problems, None) or BackendLimits()   # before Tiling: the default
             problems += record_problems(func)
             for index, stmt in enumerate(top_level_statements(func)):
-                found = _kernel_problems(stmt, params, root_block(func).body)
+                found = _kernel_problems(stmt, params, root_block(func).body, limits)
                 if deterministic and not found:
-                    found = determinism_problems(stmt)
+                    found = determinism_problems(stmt, limits)
                 problems += [f"kernel {index}: {p}" for p in found]
             problems += _split_problems(func)
     return problems
 
 
-def _promised(func, problems: list[str]) -> bool:
+def _record(read, func, problems: list[str], fallback):
+    """A root record of `func` (`read` it), or `fallback` with the problem when it does not parse."""
     try:
-        return deterministic_promise(func)
+        return read(func)
     except ContractError as err:
         problems.append(str(err))
-        return False
+        return fallback
 
 
 def _split_problems(func: tirx.PrimFunc) -> list[str]:
@@ -200,7 +192,7 @@ def _reduce_loops(realize, loops) -> tuple[int, ...]:
     return tuple(loop.loop_var.__chandle__() for loop in loops if loop_kind(loop, realize) == REDUCE)
 
 
-def _kernel_problems(stmt, params: set[str], body) -> list[str]:
+def _kernel_problems(stmt, params: set[str], body, limits: BackendLimits) -> list[str]:
     online = _online_problems(stmt)
     if online:
         return online
@@ -226,7 +218,7 @@ def _kernel_problems(stmt, params: set[str], body) -> list[str]:
             problems += _window_problems(analyzer, body, loop, tile.window, enclosing, loops, tiles, params)
         problems += _dependence_problems(stmt, loop, tile, enclosing, tiles)
     problems += _axis_problems(loops, tiles)
-    problems += _dot_problems(stmt, loops, tiles)
+    problems += _dot_problems(stmt, loops, tiles, limits)
     if kernel is not None:
         problems += _storage_problems(stmt, kernel, loops, tiles)
     return problems
@@ -404,7 +396,7 @@ def _axis_problems(loops, tiles) -> list[str]:
     return problems
 
 
-def _dot_problems(stmt, loops, tiles) -> list[str]:
+def _dot_problems(stmt, loops, tiles, limits: BackendLimits) -> list[str]:
     axes: dict[str, list[tirx.For]] = {}
     for loop, _ in loops:
         tile = tiles[loop.loop_var.__chandle__()]
@@ -439,10 +431,8 @@ def _dot_problems(stmt, loops, tiles) -> list[str]:
                 or not test(bound_iter_var(realize, drivers[0].loop_var).var.name)
             ):
                 problems.append(f"{name}: axis {axis} is not the block's {role.upper()} loop")
-            elif tile.size < LIMITS.dot_min_block:
-                problems.append(
-                    f"{name}: axis {axis} has block size {tile.size}, under tl.dot's minimum {LIMITS.dot_min_block}"
-                )
+            elif tile.size < limits.dot_min_block:
+                problems.append(f"{name}: axis {axis} has size {tile.size}, under tl.dot's {limits.dot_min_block}")
     return problems
 
 

@@ -18,9 +18,12 @@ from tir_passes.analyses.determinism import (chunk_elements, fits_whole, narrowe
 from tir_passes.analyses.nest import REDUCE, block_sites, loop_kind, loop_sites, written_buffers
 from tir_passes.contracts.tile_contract import (GRID, TILE, WARPS, KernelTile, LoopTile, dot_mark, kernel_tile,
                                                 loop_tile, scan_mark)
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.infra.pass_util import static_int
+from tir_passes.infra.reduction_kinds import ORDER_SENSITIVE
 
-def determinism_problems(stmt) -> list[str]:
+
+def determinism_problems(stmt, limits: BackendLimits) -> list[str]:
     """The pins a deterministic kernel needs are there, and hold the sizes its loops have."""
     sites = loop_sites(stmt)
     tiles = {loop.loop_var.__chandle__(): loop_tile(loop) for loop, _ in sites}
@@ -45,14 +48,14 @@ def determinism_problems(stmt) -> list[str]:
         scan = scan_mark(realize.block)
         if (
             scan is not None
-            and scan.combiner in ("sum", "prod")
+            and scan.combiner in ORDER_SENSITIVE
             and str(_scan_dtype(realize, scan)).startswith(("float", "bfloat"))
         ):
             sensitive = True
             problems += _scan_pins(realize, enclosing, tiles, kernel, scan)
         elif not has_dot and order_sensitive(realize.block):
             sensitive = True
-            problems += _reduction_pins(realize, list(enclosing), tiles, kernel)
+            problems += _reduction_pins(realize, list(enclosing), tiles, kernel, limits)
     if sensitive:
         pin = kernel.pinned(WARPS)
         if pin is None or pin.size != kernel.num_warps:
@@ -78,10 +81,10 @@ def _unpinned(tile: LoopTile, kernel: KernelTile, why: str) -> str:
     return "" if kernel.pinned(tile.block) is not None else f"{tile.block} (axis {tile.axis}) is not pinned: {why}"
 
 
-def _reduction_pins(realize, loops, tiles, kernel: KernelTile) -> list[str]:
+def _reduction_pins(realize, loops, tiles, kernel: KernelTile, limits: BackendLimits) -> list[str]:
     name = realize.block.name_hint
     problems = []
-    chunk = chunk_elements(narrowest_load(realize.block), kernel.num_warps)
+    chunk = chunk_elements(narrowest_load(realize.block), limits, kernel.num_warps)
     for loop in loops:
         tile = tiles[loop.loop_var.__chandle__()]
         if tile is None or loop_kind(loop, realize) != REDUCE:
@@ -94,7 +97,7 @@ def _reduction_pins(realize, loops, tiles, kernel: KernelTile) -> list[str]:
         elif tile.role == TILE:
             problems.append(_unpinned(tile, kernel, f"{name} adds along it (the association of its partial sums)"))
             if tile.whole:
-                problems.append(_whole_row_problem(realize, loops, loop, tile, tiles, kernel))
+                problems.append(_whole_row_problem(realize, loops, loop, tile, tiles, kernel, limits))
             elif tile.size < chunk:
                 problems.append(
                     f"{name}'s chunk {tile.block}={tile.size} is under {chunk}: threads would not all hold "
@@ -113,14 +116,16 @@ def _reduction_pins(realize, loops, tiles, kernel: KernelTile) -> list[str]:
     return problems
 
 
-def _whole_row_problem(realize, loops, loop, tile: LoopTile, tiles, kernel: KernelTile) -> str:
+def _whole_row_problem(realize, loops, loop, tile: LoopTile, tiles, kernel: KernelTile,
+                       limits: BackendLimits) -> str:
     """A whole tile is invariant only as one static row along the contiguous axis, padded to the
     size the program fixes (whole_tile): then no config and no other axis changes its tree."""
     name, extent = realize.block.name_hint, static_int(loop.extent)
-    if not fits_whole(loop.extent) or not reduces_along_contiguous(realize, loops, lambda l: _is_tile(tiles, l)):
+    contiguous = reduces_along_contiguous(realize, loops, lambda l: _is_tile(tiles, l))
+    if not fits_whole(loop.extent, limits) or not contiguous:
         return (f"{name} reduces along a whole tile {tile.block}={tile.size} that is not one static row along "
                 "its loads' contiguous axis: its size or its split follows the extent")
-    wanted = whole_tile(extent, narrowest_load(realize.block), kernel.num_warps)
+    wanted = whole_tile(extent, narrowest_load(realize.block), kernel.num_warps, limits)
     if tile.size != wanted:
         return (f"{name}'s whole row {tile.block}={tile.size} is not the program's tile of {wanted} (the row's "
                 f"padded length, a full vector for every thread of {kernel.num_warps} warps)")

@@ -8,8 +8,9 @@ Figures are the vendors' datasheets (SXM parts) unless a comment says measured o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.errors import FrontendError
 
 # a device copy reaches about this fraction of the datasheet bandwidth (4.27 of 4.8 TB/s measured
@@ -38,6 +39,8 @@ class GpuSpec:
     tf32_tensor_tflops: float | None = None
     fp32_tflops: float | None = None
     l2_bandwidth_gbs: float | None = None    # estimated (see the table), never measured here
+    # the backend's limits the passes size and refuse by (backend_limits.py): the backend's, passed in
+    limits: BackendLimits = BackendLimits()
 
     def tile_element_budget(self, element_bytes: int, num_warps: int) -> int:
         """Elements one program may hold in registers: about a quarter of its registers."""
@@ -92,11 +95,13 @@ GPUS = {
 _BY_CAPABILITY = {86: "A10G", 80: "A100", 90: "H100"}
 
 
-def gpu_spec(name: str) -> GpuSpec:
+def gpu_spec(name: str, limits: BackendLimits | None = None) -> GpuSpec:
+    """The table's GPU called `name`, under the backend's `limits` (None: the default limits)."""
     try:
-        return GPUS[name.upper()]
+        spec = GPUS[name.upper()]
     except KeyError:
         raise FrontendError(f"unknown GPU '{name}'; known: {', '.join(GPUS)}") from None
+    return spec if limits is None or limits == spec.limits else replace(spec, limits=limits)
 
 
 def gpu_for_device(device_name: str, compute_capability: int | None = None) -> GpuSpec | None:

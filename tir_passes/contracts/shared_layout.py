@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from tvm import s_tir
 
 from tir_passes.errors import TirTritonError
+from tir_passes.infra.dtypes import DTYPES, element_bytes
 
 KEY = "bank.decision"
 UNCHANGED, PADDED, SWIZZLED, NVMMA = "unchanged", "padded", "swizzled", "nvmma"
 KINDS = (UNCHANGED, PADDED, SWIZZLED, NVMMA)
 NVMMA_SWIZZLES = (0, 32, 64, 128)   # bytes; what NVMMASharedLayout and wgmma support
-_ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "int16": 2, "int32": 4, "float64": 8,
-                  "int64": 8, "uint8": 1}
+
 
 
 class SharedLayoutError(TirTritonError):
@@ -70,7 +70,7 @@ class SharedLayoutDecision:
 
     @property
     def element_bytes(self) -> int:
-        return _ELEMENT_BYTES[self.dtype]
+        return element_bytes(self.dtype)
 
     @property
     def row(self) -> int:
@@ -136,7 +136,7 @@ class SharedLayoutDecision:
         if kind not in KINDS:
             raise SharedLayoutError(where, f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         dtype = _text(fields.get("dtype"), where, "dtype")
-        if dtype not in _ELEMENT_BYTES:
+        if dtype not in DTYPES or dtype == "bool":
             raise SharedLayoutError(where, f"dtype {dtype!r} has no shared layout here")
         tile = tuple(_positive(t, where, "tile extent") for t in fields.get("tile", ()))
         if len(tile) < 2:

@@ -24,11 +24,10 @@ Where each decision lives (`TileDecision` fields below):
                                              slices of its reduction loop (SplitReduction, split-K)
   block annotation "tile.not_dot" NotDot     a contraction that is not a tl.dot, and why (a reason
                                              code and a sentence naming the loops)
-  root block "tile.decisions"     text       why: one line per kernel, dependences, values spilled
+  root block "tile.decisions"     TileNote   why, for people: per note its kernel and its line
+  root block "tile.limits"        BackendLimits  the backend's limits Tiling tiled under (backend_limits.py)
   root block "tile.deterministic" 1          the promise of compile(deterministic=True): every kernel's
                                              Pins (in "tile.kernel") keep each element's reduction order
-
-The backend's limits (tl.dot's 16-element minimum, the widest row tile) are here too, once.
 """
 
 from __future__ import annotations
@@ -38,42 +37,19 @@ from dataclasses import dataclass, field
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.errors import TirTritonError
-from tir_passes.infra.pass_util import static_int
-from tir_passes.infra.pass_util import replace_block, root_block
+from tir_passes.infra.pass_util import replace_block, root_block, static_int
+from tir_passes.infra.reduction_kinds import KINDS
 
 LOOP_KEY, KERNEL_KEY, DOT_KEY, SCAN_KEY, SPLIT_KEY = "tile", "tile.kernel", "tile.dot", "tile.scan", "tile.split"
 NOT_DOT_KEY = "tile.not_dot"
-DECISIONS_KEY = "tile.decisions"   # root block: Tiling's reasons, one line per kernel and note (for readers)
+DECISIONS_KEY = "tile.decisions"   # root block: Tiling's reasons, TileNotes (the kernel each is about, its text)
+LIMITS_KEY = "tile.limits"         # root block: the backend's limits Tiling tiled under (backend_limits.py)
 DETERMINISTIC_KEY = "tile.deterministic"   # root block: the kernels keep every reduction order (determinism.py)
 GRID, SERIAL, TILE = "grid", "serial", "tile"
 ROLES = (GRID, SERIAL, TILE)
-SCAN_COMBINERS = ("sum", "prod", "max", "min")
-
-
-@dataclass(frozen=True)
-class BackendLimits:
-    """What Triton kernels can hold, as the passes and the lowering assume it."""
-
-    dot_min_block: int = 16            # tl.dot needs every tile dimension to be at least 16
-    max_row_tile: int = 16384          # the widest tile a program holds along one axis
-    register_row_elements: int = 8192  # elements per shared-axis point a fused intermediate may keep
-    default_num_warps: int = 4
-    max_num_warps: int = 32            # warps of a program: a power of two, at most 32 (1024 threads)
-    default_num_stages: int = 2
-
-
-LIMITS = BackendLimits()
-
-
-def row_fits_in_registers(row_elements: int | None, contraction: bool) -> bool:
-    """Whether a program may keep a row of `row_elements` values of an intermediate in registers
-    (None: symbolic, it may not); a contraction's row counts tl.dot's minimum of rows at once."""
-    if row_elements is None:
-        return False
-    if contraction:
-        row_elements *= LIMITS.dot_min_block
-    return row_elements <= LIMITS.register_row_elements
+SCAN_COMBINERS = tuple(KINDS)
 
 
 class ContractError(TirTritonError):
@@ -134,8 +110,8 @@ class Pin:
 
 @dataclass(frozen=True)
 class KernelTile:
-    num_warps: int = LIMITS.default_num_warps
-    num_stages: int = LIMITS.default_num_stages
+    num_warps: int = BackendLimits.default_num_warps   # the record's defaults (Tiling always writes both)
+    num_stages: int = BackendLimits.default_num_stages
     group_m: int | None = None
     registers: tuple[str, ...] = ()   # values written and read again in this kernel: reads come from registers
     spilled: tuple[str, ...] = ()     # values written and read again through memory: the program syncs between
@@ -196,6 +172,14 @@ class TileDecision:
     not_dots: dict[str, NotDot] = field(default_factory=dict)       # block name -> NotDot
     bounds: dict[int, tuple] = field(default_factory=dict)  # loop var handle -> (min, extent) of a windowed loop
     deterministic: bool = False  # the root block carries the promise
+    limits: BackendLimits | None = None  # the root block records the backend's limits Tiling tiled under
+    notes: tuple["TileNote", ...] = ()   # the root block's "tile.decisions": why, for people
+
+
+@dataclass(frozen=True)
+class TileNote:   # one of Tiling's reasons, for people, with the kernel (top-level statement) it is about
+    kernel: int
+    text: str
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -273,14 +257,23 @@ def write_decision(func: tirx.PrimFunc, decision: TileDecision) -> tirx.PrimFunc
             extra[SCAN_KEY] = {"buffer": scan.buffer, "axis": scan.axis, "combiner": scan.combiner}
         if block.name_hint in decision.kernels:
             extra[KERNEL_KEY] = _kernel_value(decision.kernels[block.name_hint])
-        if block.name_hint == "root" and decision.deterministic:
-            extra[DETERMINISTIC_KEY] = 1
+        if block.name_hint == "root":
+            extra.update(_root_values(decision))
         if not extra:
             return block
         return replace_block(block, annotations={**dict(block.annotations), **extra})
 
     body = tvm_ffi.structural_map(func.body, [(tirx.For, annotate_loop), (s_tir.SBlock, annotate_block)])
     return func.with_body(body)
+
+
+def _root_values(decision: TileDecision) -> dict:
+    values: dict = {DETERMINISTIC_KEY: 1} if decision.deterministic else {}
+    if decision.limits is not None:
+        values[LIMITS_KEY] = decision.limits.as_dict()
+    if decision.notes:
+        values[DECISIONS_KEY] = [{"kernel": note.kernel, "text": note.text} for note in decision.notes]
+    return values
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -367,14 +360,12 @@ def _kernel_from(raw, where: str) -> KernelTile:
         raise ContractError(where, f'annotation "{KERNEL_KEY}" must be a dict, not {raw!r}')
     fields = dict(raw.items())
     group_m = fields.get("group_m")
-    warps = _positive_int(fields.get("num_warps", LIMITS.default_num_warps), where, "num_warps")
-    if warps & (warps - 1) or warps > LIMITS.max_num_warps:
-        raise ContractError(
-            where, f"num_warps {warps} is not a power of two up to {LIMITS.max_num_warps} (Triton compiles only those)"
-        )
+    warps = _positive_int(fields.get("num_warps", BackendLimits.default_num_warps), where, "num_warps")
+    if warps & (warps - 1) or warps > BackendLimits.max_num_warps:
+        raise ContractError(where, f"num_warps {warps} is not a power of two up to {BackendLimits.max_num_warps}")
     return KernelTile(
         warps,
-        _positive_int(fields.get("num_stages", LIMITS.default_num_stages), where, "num_stages"),
+        _positive_int(fields.get("num_stages", BackendLimits.default_num_stages), where, "num_stages"),
         _positive_int(group_m, where, "group_m") if group_m is not None else None,
         tuple(_text(r, where, "registers") for r in fields.get("registers", ())),
         tuple(_text(r, where, "spilled") for r in fields.get("spilled", ())),

@@ -312,16 +312,16 @@ def _why(layout: SharedLayoutDecision, tensor_core: bool) -> str:
 
 def _proven_padding(
     func: tirx.PrimFunc, block: str, buf, layout: SharedLayoutDecision
-) -> tuple[tvm.IRModule, str | None]:
-    """The function with the padding applied (storage_align) and whatever is not proven of the
-    layout TVM builds (None when proven)."""
+) -> tuple[tvm.IRModule, bool, str]:
+    """The function with the padding applied (storage_align), whether TVM's layout of it is proven
+    one address per element inside the allocation, and the proof or what is not proven."""
     padded = _padded(func, block, buf, layout.pad)
     shape, strides, allocated = padded_layout(padded, buf.name)
     problems = padded_layout_problems(shape, strides, allocated)
     if problems:
-        return padded, "; ".join(problems)
+        return padded, False, "; ".join(problems)
     highest = sum((extent - 1) * stride for extent, stride in zip(shape, strides))
-    return padded, (
+    return padded, True, (
         f"proven on TVM's layout of the {'x'.join(map(str, shape))} tile, strides {tuple(strides)}: one "
         f"address per element, the highest ({highest}) inside the {allocated}-element allocation"
     )
@@ -332,8 +332,8 @@ def _decide(func: tirx.PrimFunc, block: str, buf, layouts: tuple[str, ...]) -> t
     layout = choose_layout(func, block, buf, layouts, vectorize_runs=layouts == GLUON_LAYOUTS)
     current = func
     if layout.kind == PADDED:
-        padded, proof = _proven_padding(func, block, buf, layout)
-        if proof.startswith("proven"):
+        padded, proven, proof = _proven_padding(func, block, buf, layout)
+        if proven:
             current, layout = padded["main"], replace(layout, why=f"{layout.why}; {proof}")
         else:
             layout = replace(

@@ -19,20 +19,19 @@ import math
 import tvm_ffi
 from tvm import tirx
 
+from tir_passes.infra.dtypes import DTYPES, FLOATS
 from tir_passes.infra.pass_util import s_tir_pass
-
-_SMALLEST_NORMAL = {"float16": 2.0 ** -14, "bfloat16": 2.0 ** -126, "float32": 2.0 ** -126, "float64": 2.0 ** -1022}
 
 
 def exact_reciprocal(value: float, dtype: str) -> float | None:
     """1 / value when it is exact in `dtype` (value a power of two), else None."""
-    if value == 0 or not math.isfinite(value) or dtype not in _SMALLEST_NORMAL:
+    if value == 0 or not math.isfinite(value) or dtype not in FLOATS:
         return None
     mantissa, _ = math.frexp(abs(value))
     if mantissa != 0.5:
         return None
     inverse = 1.0 / value
-    return inverse if abs(inverse) >= _SMALLEST_NORMAL[dtype] and math.isfinite(inverse) else None
+    return inverse if abs(inverse) >= DTYPES[dtype].smallest_normal and math.isfinite(inverse) else None
 
 
 def _as_product(div: tirx.Div):

@@ -32,6 +32,8 @@ Assumes: HoistAllocations ran (intermediates are root allocations).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
@@ -44,7 +46,7 @@ from tir_passes.analyses.nest import (block_accesses, blocks_under, contraction_
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.infra.pass_util import root_block, s_tir_pass, static_int, top_level_statements
 from tir_passes.analyses.recompute import clobbered_inputs, reader_nests, recompute_for_readers, worth_recomputing
-from tir_passes.contracts.tile_contract import LIMITS, row_fits_in_registers
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.fusion_record import (FUSE, INLINE, MERGE, MOVE, RECOMPUTE, FusionStep, fusion_steps,
                                                 saved_bytes, write_fusion)
 
@@ -82,15 +84,8 @@ def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: 
                 )
             )
             continue
-        decisions.append(
-            FusionStep(
-                INLINE,
-                (block.name_hint,),
-                buffers=(written[0].name,),
-                reason="elementwise producer",
-                bytes_saved=saved_bytes(written[0]),
-            )
-        )
+        decisions.append(FusionStep(INLINE, (block.name_hint,), buffers=(written[0].name,),
+                                    reason="elementwise producer", bytes_saved=saved_bytes(written[0])))
 
 
 def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False, unit: bool = False) -> tirx.Var | None:
@@ -180,52 +175,70 @@ def _readers(sch: s_tir.Schedule, buf, producer: str) -> list[str]:
     return names
 
 
-def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates) -> tuple[str | None, int, str]:
-    """(consumer, shared depth, reason when not fusable) for a producer in a nest of its own that
-    writes only intermediates (one, or several such as a block computing two moments)."""
+# why a producer is not fused (FusionCandidate.refusal), so that a caller reads a code, never the reason's words:
+# a predicate compute_at would drop, an intermediate read by several nests (a merge may still join them), its
+# intermediates read by different nests, rows over the register budget, no shared leading loops
+PREDICATED, READ_BY_SEVERAL, READ_APART, OVER_BUDGET, NO_SHARED_LOOPS = (
+    "predicated", "read-by-several-nests", "read-by-different-nests", "over-register-budget", "no-shared-loops")
+
+
+@dataclass(frozen=True)
+class FusionCandidate:   # a producer's consumer, the leading loops they share (0: not fusable), and why not
+    consumer: str | None
+    depth: int = 0
+    reason: str = ""
+    refusal: str | None = None
+
+
+def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates, limits: BackendLimits) -> FusionCandidate:
+    """The candidate for a producer in a nest of its own that writes only intermediates (one, or
+    several such as a block computing two moments)."""
     written = _writes(producer)
     if not written or any(buf.name not in intermediates for buf in written):
-        return None, 0, ""
+        return FusionCandidate(None)
     read = [(buf, readers) for buf in written if (readers := _readers(sch, buf, producer.name_hint))]
     nests = [{_nest_index(sch, r) for r in readers} for _, readers in read]
     if not read or set().union(*nests) == {_nest_index(sch, producer.name_hint)}:
-        return None, 0, ""
+        return FusionCandidate(None)
     consumer = read[0][1][0]
     predicate = _realize_of(sch, producer.name_hint).predicate
     if not (isinstance(predicate, tirx.IntImm) and predicate.value == 1):
         # compute_at re-derives the producer's loops from the region the consumer reads and drops
         # a predicate that restricts more than that (fuzzer: tests/fuzz/found/reduction_predicate_fusion.py)
-        return consumer, 0, f"{producer.name_hint} has the predicate `{predicate}`, which compute_at would drop"
+        return FusionCandidate(consumer, 0, f"{producer.name_hint} has the predicate `{predicate}`, which compute_at "
+                               "would drop", PREDICATED)
     apart = _read_apart(read, nests)
-    if apart:
-        return consumer, 0, apart
+    if apart is not None:
+        return FusionCandidate(consumer, 0, apart[1], apart[0])
     depth, reason = min((shared_depth(sch, producer.name_hint, consumer, buf) for buf, _ in read), key=lambda d: d[0])
-    too_large = _over_register_budget(producer, written, depth) if depth else ""
-    return (consumer, 0, too_large) if too_large else (consumer, depth, reason)
+    too_large = _over_register_budget(producer, written, depth, limits) if depth else ""
+    if too_large:
+        return FusionCandidate(consumer, 0, too_large, OVER_BUDGET)
+    return FusionCandidate(consumer, depth, reason, None if depth else NO_SHARED_LOOPS)
 
 
-def _read_apart(read: list, nests: list[set[int]]) -> str:
-    """Why the intermediates are not all read by one nest ('' when they are)."""
+def _read_apart(read: list, nests: list[set[int]]) -> tuple[str, str] | None:
+    """(refusal, why) when the intermediates are not all read by one nest; None when they are."""
     for (buf, readers), used in zip(read, nests):
         if len(used) > 1:
-            return f"{buf.name} is read by several nests ({', '.join(readers)})"
+            return READ_BY_SEVERAL, f"{buf.name} is read by several nests ({', '.join(readers)})"
         if used != nests[0]:
-            return f"{read[0][0].name} and {buf.name} are read by different nests"
-    return ""
+            return READ_APART, f"{read[0][0].name} and {buf.name} are read by different nests"
+    return None
 
 
-def _over_register_budget(producer: s_tir.SBlock, written: list, depth: int) -> str:
+def _over_register_budget(producer: s_tir.SBlock, written: list, depth: int, limits: BackendLimits) -> str:
     """Why the producer's rows would not fit in registers per shared-axis point ('' when they do)."""
     rows = [_row_elements(buf, depth) for buf in written]
     row = None if None in rows else sum(rows)
     contraction = contraction_operands(producer) is not None
-    if row_fits_in_registers(row, contraction):
+    if limits.row_fits_in_registers(row, contraction):
         return ""
-    # a tl.dot computes at least LIMITS.dot_min_block rows of the result at once
-    size = row * (LIMITS.dot_min_block if contraction else 1) if row is not None else "a symbolic number of"
+    # a tl.dot computes at least limits.dot_min_block rows of the result at once
+    size = row * (limits.dot_min_block if contraction else 1) if row is not None else "a symbolic number of"
     return (
         f"{', '.join(buf.name for buf in written)} would keep {size} elements per shared-axis point in registers, "
-        f"over the budget of {LIMITS.register_row_elements}"
+        f"over the budget of {limits.register_row_elements}"
     )
 
 
@@ -237,16 +250,8 @@ def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions:
         sch.compute_at(sch.get_sblock(producer.name_hint), loop, preserve_unit_loops=False)
     except ScheduleError as err:
         return f"TVM refuses ({first_line(err, 160)})"
-    decisions.append(
-        FusionStep(
-            FUSE,
-            (producer.name_hint,),
-            (consumer,),
-            tuple(buf.name for buf in kept),
-            bytes_saved=saved_bytes(*kept),
-            depth=depth,
-        )
-    )
+    decisions.append(FusionStep(FUSE, (producer.name_hint,), (consumer,), tuple(buf.name for buf in kept),
+                                bytes_saved=saved_bytes(*kept), depth=depth))
     return ""
 
 
@@ -287,16 +292,8 @@ def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: 
     except ScheduleError as err:
         return f"TVM refuses ({first_line(err, 160)})"
     kept = list(dict.fromkeys(buf for _, buf in written))
-    decisions.append(
-        FusionStep(
-            MOVE if consumers == [consumer] else MERGE,
-            tuple(consumers),
-            tuple(nest),
-            tuple(buf.name for buf in kept),
-            bytes_saved=saved_bytes(*kept),
-            depth=depth,
-        )
-    )
+    decisions.append(FusionStep(MOVE if consumers == [consumer] else MERGE, tuple(consumers), tuple(nest),
+                                tuple(buf.name for buf in kept), bytes_saved=saved_bytes(*kept), depth=depth))
     return ""
 
 
@@ -379,20 +376,12 @@ def _merge_readers(sch: s_tir.Schedule, producer: s_tir.SBlock, decisions: list[
     except ScheduleError:
         return False
     read = ", ".join(b.name for b in _writes(producer))
-    decisions.append(
-        FusionStep(
-            MERGE,
-            (names[1],),
-            (names[0],),
-            bytes_saved=0,
-            depth=depth,
-            reason=f"both read {read} of {producer.name_hint}, independently",
-        )
-    )
+    decisions.append(FusionStep(MERGE, (names[1],), (names[0],), bytes_saved=0, depth=depth,
+                                reason=f"both read {read} of {producer.name_hint}, independently"))
     return True
 
 
-def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisions: list[FusionStep]) -> None:
+def _fuse_over_shared_axes(sch, intermediates: set[str], decisions: list[FusionStep], limits: BackendLimits) -> None:
     """Fuse until nothing changes (consumers first, so chains collapse), then record refusals."""
     refused: dict[str, FusionStep] = {}
     progress = True
@@ -402,13 +391,9 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
         for producer in reversed(blocks_under(root.body)):
             if producer.name_hint in ("root",) or producer.name_hint in refused:
                 continue
-            consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
-            if (
-                consumer is not None
-                and not depth
-                and "read by several nests" in reason
-                and _merge_readers(sch, producer, decisions)
-            ):
+            candidate = _fusion_candidate(sch, producer, intermediates, limits)
+            consumer, depth = candidate.consumer, candidate.depth
+            if candidate.refusal == READ_BY_SEVERAL and _merge_readers(sch, producer, decisions):
                 progress = True
                 break
             if consumer is None or not depth:
@@ -427,11 +412,12 @@ def _fuse_over_shared_axes(sch: s_tir.Schedule, intermediates: set[str], decisio
             break
     root = sch.get(sch.get_sblock("root"))
     for producer in blocks_under(root.body):
-        consumer, depth, reason = _fusion_candidate(sch, producer, intermediates)
+        candidate = _fusion_candidate(sch, producer, intermediates, limits)
         if producer.name_hint in refused:
             decisions.append(refused[producer.name_hint])
-        elif consumer is not None and not depth:
-            decisions.append(FusionStep(FUSE, (producer.name_hint,), (consumer,), taken=False, reason=reason))
+        elif candidate.consumer is not None and not candidate.depth:
+            decisions.append(FusionStep(FUSE, (producer.name_hint,), (candidate.consumer,), taken=False,
+                                        reason=candidate.reason))
 
 
 def _recompute_contractions(
@@ -447,7 +433,7 @@ def _recompute_contractions(
             buffer, block = written[0], nest[1].block
             readers = [i for i in reader_nests(func, buffer) if i > index]
             why = worth_recomputing(block, buffer, spec) if len(readers) > 1 else None
-            if why and not row_fits_in_registers(_row_elements(buffer, 1), contraction=True):
+            if why and not spec.limits.row_fits_in_registers(_row_elements(buffer, 1), contraction=True):
                 clobbered = clobbered_inputs(func, index)
                 if clobbered:
                     decisions.append(FusionStep(RECOMPUTE, (block.name_hint,), taken=False, reason=clobbered))
@@ -481,12 +467,12 @@ def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     inline_elementwise(sch, intermediates, decisions)
     func = _recompute_contractions(sch.mod["main"], intermediates, decisions, spec)
     sch = s_tir.Schedule(func)
-    _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions)
+    _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions, spec.limits)
     if not decisions:
         return func
     return write_fusion(sch.mod["main"], decisions)
 
 
-def LoopFusion(gpu: str = "H200"):
-    spec = gpu_spec(gpu)
+def LoopFusion(gpu: str = "H200", limits: BackendLimits | None = None):
+    spec = gpu_spec(gpu, limits)
     return s_tir_pass("LoopFusion", lambda func: fuse_loops(func, spec))

@@ -30,9 +30,9 @@ input; the marks (online_contract.py) tell the later stages that a whole tile of
 at once, which is what makes the rewrite pay.
 
 Applied only where it pays: some sum has spatial axes besides the rows (a contraction over j,
-such as attention's weighted sum), or j is longer than one tile can hold (LIMITS.max_row_tile) or
+such as attention's weighted sum), or j is longer than one tile can hold (the backend's limits.max_row_tile) or
 symbolic, or the row's elements are a contraction's output (softmax(Q·Kᵀ)) whose rows do not fit
-in registers (tile_contract.row_fits_in_registers, LoopFusion's rule): then the statistics are
+in registers (BackendLimits.row_fits_in_registers, LoopFusion's rule): then the statistics are
 computed tile by tile and the normalize pass recomputes the scores (LoopFusion). A softmax whose
 rows fit in one tile keeps its three passes over registers. Every
 group found is recorded, taken or refused with the reason, as the root block's "online.decisions".
@@ -67,7 +67,6 @@ from tir_passes.contracts.online_contract import (
 )
 from tir_passes.analyses.recompute import worth_recomputing
 from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, top_level_statements, with_root_block
-from tir_passes.contracts.tile_contract import LIMITS, row_fits_in_registers
 
 REDUCE = tirx.IterVar.CommReduce
 
@@ -404,10 +403,10 @@ def _worth_it(func, mx: MaxNest, sums: list[SumNest], spec: GpuSpec) -> str | No
         return f"{names} also has columns besides the rows (a contraction over {mx.axis.var.name})"
     if extent is None:
         return f"the row length {mx.axis.dom.extent} is symbolic"
-    if extent > LIMITS.max_row_tile:
-        return f"rows of {extent} are longer than one tile ({LIMITS.max_row_tile})"
+    if extent > spec.limits.max_row_tile:
+        return f"rows of {extent} are longer than one tile ({spec.limits.max_row_tile})"
     producer = _contraction_producing(func, mx, spec)
-    if producer is not None and not row_fits_in_registers(extent, contraction=True):
+    if producer is not None and not spec.limits.row_fits_in_registers(extent, contraction=True):
         return (
             f"its elements are {producer}'s contraction, whose rows of {extent} do not fit in registers: "
             "computed tile by tile (and again to normalize, LoopFusion)"
@@ -595,6 +594,6 @@ def online_softmax(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     return with_root_block(func, replace_block(root, annotations={**dict(root.annotations), DECISIONS_KEY: decisions}))
 
 
-def OnlineSoftmax(gpu: str = "H200"):
-    spec = gpu_spec(gpu)
+def OnlineSoftmax(gpu: str = "H200", limits=None):
+    spec = gpu_spec(gpu, limits)
     return s_tir_pass("OnlineSoftmax", lambda func: online_softmax(func, spec))

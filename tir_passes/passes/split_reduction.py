@@ -113,11 +113,11 @@ def split_reduction(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     return func
 
 
-def SplitReduction(gpu: str = "H200", deterministic: bool = False):
+def SplitReduction(gpu: str = "H200", deterministic: bool = False, limits=None):
     """deterministic=True splits nothing: the slice count follows the sizes of the other axes (how
     many output tiles fill the GPU), so a row's sum order would change with the batch
     (docs/determinism.md)."""
-    spec = gpu_spec(gpu)
+    spec = gpu_spec(gpu, limits)
     if deterministic:
         return s_tir_pass("SplitReduction", lambda func: func)
     return s_tir_pass("SplitReduction", lambda func: split_reduction(func, spec))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.analyses.nest import next_power_of_two, power_of_two_floor
 from tir_passes.infra.dtypes import element_bytes
-from tir_passes.contracts.tile_contract import LIMITS
+from tir_passes.contracts.backend_limits import BackendLimits
 
 TRANSPOSE_TILE = 64
 PIPELINE_STAGES = 3
@@ -29,14 +29,14 @@ UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
 def contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1) -> dict[str, int]:
     """{"M", "N", "K"} block sizes of a tl.dot over operands of `dtype`; `dots` contractions share
     the K loop (SwiGLU's two projections), each staging its operand tiles in shared memory."""
-    elt = element_bytes(dtype)
+    elt, limits = element_bytes(dtype), spec.limits
     sizes = {"M": 128, "N": 128, "K": 64} if elt <= 2 else {"M": 64, "N": 64, "K": 32}
     for axis, size in sizes.items():
         extent = extents.get(axis)
         if extent is not None:
-            sizes[axis] = max(LIMITS.dot_min_block, min(size, next_power_of_two(extent)))
+            sizes[axis] = max(limits.dot_min_block, min(size, next_power_of_two(extent)))
     while (PIPELINE_STAGES * dots * (sizes["M"] + sizes["N"]) * sizes["K"] * elt > spec.shared_memory_per_block
-           and sizes["K"] > LIMITS.dot_min_block):
+           and sizes["K"] > limits.dot_min_block):
         sizes["K"] //= 2
     return sizes
 
@@ -66,18 +66,18 @@ def spatial_size(extent: int | None, remaining: int) -> int:
     return min(next_power_of_two(extent or UNKNOWN_EXTENT), power_of_two_floor(remaining))
 
 
-def row_tile(extent: int | None) -> tuple[int, bool]:
+def row_tile(extent: int | None, limits: BackendLimits) -> tuple[int, bool]:
     """(block size, whole) of a fused sub-nest's column loop: one whole tile when the extent is
     static and fits the widest row tile, else tiles of that width stepped by a serial loop."""
-    if extent is not None and extent <= LIMITS.max_row_tile:
+    if extent is not None and extent <= limits.max_row_tile:
         return next_power_of_two(extent), True
-    return min(next_power_of_two(extent or UNKNOWN_EXTENT), LIMITS.max_row_tile), False
+    return min(next_power_of_two(extent or UNKNOWN_EXTENT), limits.max_row_tile), False
 
 
-def fused_rows(widest: int, row_extent: int | None, has_contraction: bool) -> int:
+def fused_rows(widest: int, row_extent: int | None, has_contraction: bool, limits: BackendLimits) -> int:
     rows = max(1, power_of_two_floor(max(1, ROW_ELEMENTS_PER_PROGRAM // widest)))
     if has_contraction:
-        rows = max(rows, LIMITS.dot_min_block)
+        rows = max(rows, limits.dot_min_block)
     return min(rows, next_power_of_two(row_extent or rows))
 
 
@@ -86,27 +86,27 @@ def fused_warps(rows: int, widest: int) -> int:
 
 
 def online_sizes(dtype: str, rows_extent: int | None, loop_extent: int | None,
-                 contraction: bool) -> tuple[int, int, int]:
+                 contraction: bool, limits: BackendLimits) -> tuple[int, int, int]:
     """(rows, columns, warps) of an online nest: the rows a program keeps, and the tile of the
     loop its running maximum walks. With a contraction (attention), tl.dot tiles, each at least
     tl.dot's minimum; without (a softmax whose rows are too long for one tile), a row-wise stream:
     wide column tiles and as many rows as a program's element budget allows."""
     if not contraction:
         columns = min(next_power_of_two(loop_extent or UNKNOWN_EXTENT), ROW_ELEMENTS_PER_PROGRAM)
-        rows = fused_rows(columns, rows_extent, False)
+        rows = fused_rows(columns, rows_extent, False, limits)
         return rows, columns, fused_warps(rows, columns)
     rows, columns = (128, 64) if element_bytes(dtype) <= 2 else (64, 32)
-    rows = max(LIMITS.dot_min_block, min(rows, next_power_of_two(rows_extent or rows)))
-    columns = max(LIMITS.dot_min_block, min(columns, next_power_of_two(loop_extent or columns)))
+    rows = max(limits.dot_min_block, min(rows, next_power_of_two(rows_extent or rows)))
+    columns = max(limits.dot_min_block, min(columns, next_power_of_two(loop_extent or columns)))
     return rows, columns, 4   # H200, b4h32s4096d128 fp16: 4 warps 410 TFLOP/s, 8 warps 348 (2026-11-30)
 
 
-def rows_filling_the_gpu(rows: int, rows_extent: int, other_programs: int, multiprocessors: int) -> int:
+def rows_filling_the_gpu(rows: int, rows_extent: int, other_programs: int, spec: GpuSpec) -> int:
     """Fewer rows per program (halving, down to tl.dot's minimum) while twice the programs still
     fit in one wave, one per multiprocessor: softmax(Q·Kᵀ) over 4096 rows would be 32 programs of
     128 rows on 132 multiprocessors; 128 programs of 32 rows keep all busy (each program re-reads
     all keys, so more programs than that cost more than they hide)."""
-    while rows > LIMITS.dot_min_block and 2 * other_programs * -(-rows_extent // rows) <= multiprocessors:
+    while rows > spec.limits.dot_min_block and 2 * other_programs * -(-rows_extent // rows) <= spec.multiprocessors:
         rows //= 2
     return rows
 

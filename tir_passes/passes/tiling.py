@@ -38,7 +38,6 @@ from tir_passes.analyses.nest import blocks_under, loop_sites, loops_under, uniq
 from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
 from tir_passes.analyses.storage import decide_storage
 from tir_passes.contracts.tile_contract import (
-    DECISIONS_KEY,
     GRID,
     PIN_WARPS,
     SERIAL,
@@ -50,6 +49,7 @@ from tir_passes.contracts.tile_contract import (
     Pin,
     ScanMark,
     TileDecision,
+    TileNote,
     is_tiled,
     write_decision,
 )
@@ -138,7 +138,7 @@ class _KernelApplier:
 
 def _tile_kernel(
     sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool, recomputed: frozenset[str]
-) -> list[str]:
+) -> list[TileNote]:
     plan = plan_kernel(spec, stmt, deterministic, recomputed)
     whole_axes = {key: choice.axis for key, choice in plan.tiles.items() if choice.whole}
     storage = decide_storage(stmt, whole_axes)
@@ -161,8 +161,8 @@ def _tile_kernel(
     else:
         decision.kernels[blocks_under(stmt)[0].name_hint] = kernel
     not_dots = [f"{block} is not a tl.dot ({why.reason}): {why.detail}" for block, why in plan.not_dots.items()]
-    return [_summary(index, stmt, plan, storage)] + [
-        f"kernel {index}: {note}" for note in plan.notes + not_dots + storage.notes
+    return [TileNote(index, _summary(index, stmt, plan, storage))] + [
+        TileNote(index, f"kernel {index}: {note}") for note in plan.notes + not_dots + storage.notes
     ]
 
 
@@ -205,19 +205,18 @@ def tile_function(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = Fals
     if not todo:
         return func
     sch = s_tir.Schedule(func)
-    decision = TileDecision(deterministic=deterministic)
-    notes: list[str] = []
+    decision = TileDecision(deterministic=deterministic, limits=spec.limits)
+    notes: list[TileNote] = []
     recomputed = recomputed_blocks(func)
     for index, stmt in todo:
         notes += _tile_kernel(sch, spec, stmt, index, decision, deterministic, recomputed)
     tiled = sch.mod["main"]
     for index, _ in todo:
         notes += _window_walks(tiled, top_level_statements(tiled)[index], index, decision)
-    sch.annotate(sch.get_sblock("root"), DECISIONS_KEY, notes)
-    return write_decision(sch.mod["main"], decision)
+    return write_decision(sch.mod["main"], dataclasses.replace(decision, notes=tuple(notes)))
 
 
-def _window_walks(func: tirx.PrimFunc, stmt, index: int, decision: TileDecision) -> list[str]:
+def _window_walks(func: tirx.PrimFunc, stmt, index: int, decision: TileDecision) -> list[TileNote]:
     """Serial loops stepping a tile axis whose masked elements fold only identities visit just the
     tiles the current row tile needs (tile_window.py): the TileWindow and the loop's bounds."""
     notes = []
@@ -243,11 +242,12 @@ def _window_walks(func: tirx.PrimFunc, stmt, index: int, decision: TileDecision)
         key = outer.loop_var.__chandle__()
         decision.loops[key] = dataclasses.replace(decision.loops[key], window=window)
         decision.bounds[key] = tir_window_range(window, rows_outer, rows_size, tile.size, tile.extent)
-        notes.append(f"kernel {index}: loop {outer.loop_var.name} {why}")
+        notes.append(TileNote(index, f"kernel {index}: loop {outer.loop_var.name} {why}"))
     return notes
 
 
-def Tiling(gpu: str = "H200", deterministic: bool = False):
-    """deterministic: every kernel keeps its reduction orders in every config (determinism.py)."""
-    spec = gpu_spec(gpu)
+def Tiling(gpu: str = "H200", deterministic: bool = False, limits=None):
+    """deterministic: every kernel keeps its reduction orders in every config (determinism.py);
+    limits: the backend's (backend_limits.py; None: the default ones), recorded in "tile.limits"."""
+    spec = gpu_spec(gpu, limits)
     return s_tir_pass("Tiling", lambda func: tile_function(func, spec, deterministic))

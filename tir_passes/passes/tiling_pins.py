@@ -7,6 +7,7 @@ Assumes: the plan is tiling_plan.plan_kernel's, with its tl.dots marked.
 from __future__ import annotations
 
 from tir_passes.analyses import determinism
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.tile_contract import PIN_DOT
 from tir_passes.analyses.nest import unique_name
 from tir_passes.infra.names import python_name
@@ -14,7 +15,7 @@ from tir_passes.passes import tile_sizes
 from tir_passes.passes.tiling_types import KernelPlan, TileChoice, _key
 
 
-def pin(stmt, plan: KernelPlan, blocked: set[int]) -> None:
+def pin(stmt, plan: KernelPlan, blocked: set[int], limits: BackendLimits) -> None:
     """The settings no config may change (determinism.py says why): a kernel with a tl.dot keeps
     every tile and its warps; another kernel its order-sensitive reductions' tiles, in fixed
     chunks (and the tiles beside one along a non-contiguous axis), and its warps."""
@@ -36,7 +37,7 @@ def pin(stmt, plan: KernelPlan, blocked: set[int]) -> None:
         return _key(loop) not in blocked
 
     taken = {choice.axis for choice in plan.tiles.values()}
-    requests = determinism.reduction_pins(stmt, size, scans, free)
+    requests = determinism.reduction_pins(stmt, size, scans, limits, free)
     for request in requests:
         choice = plan.tiles.get(request.loop)
         if request.whole:

@@ -29,6 +29,7 @@ from tvm import s_tir, tirx
 from tir_passes.passes import tile_sizes
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
+from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.analyses.nest import (
@@ -53,7 +54,6 @@ from tir_passes.passes.tiling_pins import pin
 from tir_passes.passes.tiling_types import KernelPlan, TileChoice, _key
 from tir_passes.infra.pass_util import static_int
 from tir_passes.contracts.tile_contract import (
-    LIMITS,
     NOT_DOT_EXTRA_AXES,
     NOT_DOT_MISSING_AXIS,
     NOT_DOT_SERIAL_K,
@@ -237,14 +237,13 @@ def _plan_scan(spec: GpuSpec, loops, realize, scan_loop, blocked, axis_name) -> 
     """The scan axis is one tile (stepped by a serial loop when longer than the widest row tile);
     the innermost other spatial loop gets a tile within what is left of the budget."""
     plan = KernelPlan([list(loops)], num_warps=4, num_stages=2)
-    size, whole = tile_sizes.row_tile(static_int(scan_loop.extent))
+    size, whole = tile_sizes.row_tile(static_int(scan_loop.extent), spec.limits)
     plan.tiles[_key(scan_loop)] = TileChoice(axis_name(scan_loop), size, whole)
     others = [l for l in loops if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked]
     remaining = max(1, tile_sizes.spatial_budget(spec, _store_dtype(realize)) // size)
     if others and remaining > 1:
-        plan.tiles[_key(others[-1])] = TileChoice(
-            axis_name(others[-1]), tile_sizes.spatial_size(static_int(others[-1].extent), remaining), False
-        )
+        beside = tile_sizes.spatial_size(static_int(others[-1].extent), remaining)
+        plan.tiles[_key(others[-1])] = TileChoice(axis_name(others[-1]), beside, False)
     return plan
 
 
@@ -343,10 +342,10 @@ def _plan_online(
     loop_extent = static_int(loop.extent)
     if plan.deterministic:  # neither the extents nor the GPU's multiprocessors decide the tiles
         rows_extent = loop_extent = None
-    rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, rows_extent, loop_extent, contraction)
+    rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, rows_extent, loop_extent, contraction, spec.limits)
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
-        fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec.multiprocessors)
+        fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)
         if fewer < rows:  # the same elements per tile, wider: fewer, longer steps hide more latency
             columns = min(columns * rows // fewer, tile_sizes.next_power_of_two(static_int(loop.extent) or columns))
             rows, plan.num_stages = fewer, 3
@@ -385,7 +384,7 @@ def _plan_fused(
                 continue  # none, or a loop around several blocks that an earlier one tiled
             loop = candidates[-1]
             extent = static_int(loop.extent)
-            size, whole = tile_sizes.row_tile(extent)
+            size, whole = tile_sizes.row_tile(extent, spec.limits)
             if online_rows is not None and _recomputes_the_row(loop, realize, recomputed):
                 size, whole = online_columns, False  # the row's scores again, beside the online loop: tl.dot tiles
             elif online_rows is not None and not whole:
@@ -401,7 +400,7 @@ def _plan_fused(
     row_loop = shape.shared[-1]
     has_contraction = any(contraction_operands(r.block) is not None for _, r in shape.subs)
     row_extent = None if deterministic and has_contraction else static_int(row_loop.extent)  # tl.dot rows pinned
-    rows = online_rows or tile_sizes.fused_rows(widest, row_extent, has_contraction)
+    rows = online_rows or tile_sizes.fused_rows(widest, row_extent, has_contraction, spec.limits)
     if (rows > 1 or deterministic) and _key(row_loop) not in blocked:  # deterministic: 2-D tiles for one row too
         plan.tiles[_key(row_loop)] = TileChoice(axis_name(row_loop), rows, False)
     if online_rows is None:
@@ -410,7 +409,7 @@ def _plan_fused(
 
 
 # --- dots ----------------------------------------------------------------------------------------
-def _dot_loops(realize, enclosing: list[tirx.For], tiles: dict[int, TileChoice]) -> tuple[int, int, int] | NotDot:
+def _dot_loops(realize, enclosing: list, tiles: dict[int, TileChoice], limits: BackendLimits) -> tuple | NotDot:
     """(m, n, k) loops when a contraction block's tiled loops are exactly one M, one N and one K
     tile axis, each at least tl.dot's minimum: then the block is a tl.dot; else why not."""
     a, b = contraction_operands(realize.block)
@@ -458,18 +457,18 @@ def _dot_loops(realize, enclosing: list[tirx.For], tiles: dict[int, TileChoice])
         if not roles[role]:
             return NotDot(NOT_DOT_MISSING_AXIS, f"it has no tiled {what}: a matrix-vector product")
     m, n, k = roles["m"][0], roles["n"][0], roles["k"][0]
-    small = [l for l in (m, n, k) if tiles[_key(l)].size < LIMITS.dot_min_block]
+    small = [l for l in (m, n, k) if tiles[_key(l)].size < limits.dot_min_block]
     if small:
         sizes = ", ".join(f"{l.loop_var.name}={tiles[_key(l)].size}" for l in small)
-        return NotDot(NOT_DOT_SMALL_TILE, f"tile(s) {sizes} are below tl.dot's minimum of {LIMITS.dot_min_block}")
+        return NotDot(NOT_DOT_SMALL_TILE, f"tile(s) {sizes} are below tl.dot's minimum of {limits.dot_min_block}")
     return _key(m), _key(n), _key(k)
 
 
-def _mark_dots(stmt, plan: KernelPlan) -> None:
+def _mark_dots(stmt, plan: KernelPlan, limits: BackendLimits) -> None:
     for realize, enclosing in block_sites(stmt):
         if contraction_operands(realize.block) is None:
             continue
-        found = _dot_loops(realize, list(enclosing), plan.tiles)
+        found = _dot_loops(realize, list(enclosing), plan.tiles, limits)
         if isinstance(found, NotDot):
             plan.not_dots[realize.block.name_hint] = found
         else:
@@ -517,7 +516,8 @@ def plan_kernel(
     else:
         leading = loop_chain(stmt)[0]
         inner = [loop for loop in loops_under(stmt) if not any(loop.same_as(l) for l in leading)]
-        plan = KernelPlan([leading] + [[loop] for loop in inner])
+        plan = KernelPlan([leading] + [[loop] for loop in inner], num_warps=spec.limits.default_num_warps,
+                          num_stages=spec.limits.default_num_stages)
         plan.notes.append("not a perfect or fused nest: only the common outer spatial loops become program ids")
     plan.parallel = _parallel_loops(stmt, nest, shape, blocked)
     plan.carries = carried
@@ -526,7 +526,7 @@ def plan_kernel(
         f"{block} is a {form.combiner} scan along loop {_loop_named(stmt, key)}" for key, (block, form) in scans.items()
     ]
     plan.notes += _dependence_notes(stmt, carried)
-    _mark_dots(stmt, plan)
+    _mark_dots(stmt, plan, spec.limits)
     if deterministic:
-        pin(stmt, plan, blocked)
+        pin(stmt, plan, blocked, spec.limits)
     return plan

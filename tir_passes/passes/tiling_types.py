@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from tvm import tirx
 
 from tir_passes.analyses.scans import ScanForm
-from tir_passes.contracts.tile_contract import LIMITS, NotDot
+from tir_passes.contracts.backend_limits import BackendLimits
+from tir_passes.contracts.tile_contract import NotDot
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,8 @@ class KernelPlan:
     tiles: dict[int, TileChoice] = field(default_factory=dict)
     parallel: set[int] = field(default_factory=set)  # loops (or split outer halves) that become grid
     carries: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    num_warps: int = LIMITS.default_num_warps
-    num_stages: int = LIMITS.default_num_stages
+    num_warps: int = BackendLimits.default_num_warps   # every plan sets both (its model's, or the backend's)
+    num_stages: int = BackendLimits.default_num_stages
     group_m: int | None = None
     dots: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # block -> (m, n, k) loops
     scans: dict[str, tuple[int, ScanForm]] = field(default_factory=dict)  # block -> (scan loop, form)

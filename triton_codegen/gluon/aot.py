@@ -16,11 +16,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from tir_passes.infra.dtypes import pointer_types
 from tir_passes.infra.names import pointer_name, stride_name
 from triton_codegen.environment import compiled_mode_environment
 
-_POINTER_TYPES = {"bool": "*i1", "int8": "*i8", "int16": "*i16", "int32": "*i32", "int64": "*i64", "uint8": "*u8",
-                  "float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64"}
+_POINTER_TYPES = pointer_types()
 
 
 class GluonAotError(RuntimeError):

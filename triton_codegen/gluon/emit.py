@@ -16,6 +16,7 @@ import pprint
 from tir_passes.infra.names import pointer_name, stride_name
 from lowering.tile_ir import Binary, Cast, Const, Reg, Scalar, Unary, Where
 from tir_passes.errors import UnsupportedConstructError
+from tir_passes.infra.dtypes import language_names
 from triton_codegen.emit_kernel import format_float
 from triton_codegen.emit_module import VERSION, runtime_support_text, tensor_arguments
 from triton_codegen.source import Source
@@ -24,9 +25,7 @@ from .ir import (Box, Compute, Contract, GlobalLoad, GluonKernelIR, GluonProgram
                  StoreAccumulator)
 from .layouts import layout_source, shared_layout_source
 
-_GL_DTYPES = {"bool": "gl.int1", "int8": "gl.int8", "int16": "gl.int16", "int32": "gl.int32", "int64": "gl.int64",
-              "uint8": "gl.uint8", "uint16": "gl.uint16", "uint32": "gl.uint32", "uint64": "gl.uint64",
-              "float16": "gl.float16", "bfloat16": "gl.bfloat16", "float32": "gl.float32", "float64": "gl.float64"}
+_GL_DTYPES = language_names("gl")
 _INFIX = ("+", "-", "*", "/", "//", "%", "<", "<=", ">", ">=", "==", "!=", "&", "|", "^", "<<", ">>")
 # The Gluon backend's op table: one rendering per op of lowering/ops.py it can write
 # (tests/triton_codegen/test_backends.py checks it against the lowering's ops).

@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from tir_passes.errors import LaunchError
+from tir_passes.infra.dtypes import DTYPES
 from triton_codegen import loader
 
 _IMPORTS = {
@@ -113,24 +114,7 @@ gl = types.SimpleNamespace(
             "NVMMASharedLayout",
         )
     },
-    **{
-        name: getattr(tl, name)
-        for name in (
-            "int1",
-            "int8",
-            "int16",
-            "int32",
-            "int64",
-            "uint8",
-            "uint16",
-            "uint32",
-            "uint64",
-            "float16",
-            "bfloat16",
-            "float32",
-            "float64",
-        )
-    },
+    **{dtype.language: getattr(tl, dtype.language) for dtype in DTYPES.values()},
 )
 
 

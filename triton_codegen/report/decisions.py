@@ -4,10 +4,11 @@
                           refused, with the global-memory bytes it saves
   BufferLayout            the layout record (layout_record.py): one LayoutDecision per intermediate,
                           permuted or kept
-  BankConflictFreeTiling  block "bank.decision": the padding of a shared staging tile, and why
+  BankConflictFreeTiling  block "bank.decision": the shared layout record (shared_layout.py), read
+                          through its reader: the padding of a shared staging tile, and why
   Tiling                  the typed contract (loop "tile", "tile.kernel", block "tile.dot" and
                           "tile.scan"), read through tile_contract's readers, and the root
-                          "tile.decisions" reasons, one or more lines per kernel
+                          "tile.decisions" reasons (TileNotes: the kernel each is about, typed)
 
 Assumes: the module is the pipeline's final one. Every pass keeps the annotations of the passes
 before it (Tiling runs last for that reason, docs/pipeline.md), so one module holds them all.
@@ -15,7 +16,6 @@ before it (Tiling runs last for that reason, docs/pipeline.md), so one module ho
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import tvm
@@ -24,14 +24,11 @@ from tvm import tirx
 from tir_passes.analyses.nest import loops_under, realizes_under
 from tir_passes.contracts.fusion_record import FusionStep, fusion_steps
 from tir_passes.contracts.layout_record import LayoutDecision, layout_decisions
-from tir_passes.infra.pass_util import root_block, top_level_statements
-from tir_passes.contracts.tile_contract import (DECISIONS_KEY, GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile,
-                                                NotDot, ScanMark, dot_mark, kernel_tile, loop_tile, not_dot_mark,
-                                                scan_mark)
-
-BANK_KEY = "bank.decision"   # written by bank_conflict_free_tiling.py
-
-_KERNEL_LINE = re.compile(r"^kernel (\d+)\b")
+from tir_passes.contracts.shared_layout import SharedLayoutDecision, decision_of
+from tir_passes.infra.pass_util import top_level_statements
+from tir_passes.contracts.tile_contract import (GRID, SERIAL, TILE, DotMark, KernelTile, LoopTile, NotDot, ScanMark,
+                                                TileNote, dot_mark, kernel_tile, loop_tile, not_dot_mark, scan_mark)
+from tir_passes.contracts.tile_root import tile_notes
 
 
 @dataclass(frozen=True)
@@ -79,7 +76,7 @@ class KernelDecision:
 class Decisions:
     fusion: tuple[FusionStep, ...]
     layout: tuple[LayoutDecision, ...]
-    bank: tuple[tuple[str, str], ...]   # (block, decision)
+    bank: tuple[tuple[str, SharedLayoutDecision], ...]   # (block, decision)
     kernels: tuple[KernelDecision, ...]
 
     @property
@@ -89,25 +86,19 @@ class Decisions:
 
 def read_decisions(mod: tvm.IRModule) -> Decisions:
     func = mod["main"]
-    root = root_block(func)
     statements = top_level_statements(func)
-    reasons = _root_lines(root, DECISIONS_KEY)
+    reasons = tile_notes(func)
     kernels = tuple(kernel for index, stmt in enumerate(statements)
                     if (kernel := _kernel_decision(index, stmt, reasons)) is not None)
     return Decisions(fusion_steps(func), layout_decisions(func), _bank_decisions(statements), kernels)
 
 
-def _root_lines(root, key: str) -> tuple[str, ...]:
-    value = root.annotations.get(key) if root.annotations else None
-    return tuple(str(line) for line in value) if value is not None else ()
+def _bank_decisions(statements) -> tuple[tuple[str, SharedLayoutDecision], ...]:
+    return tuple((realize.block.name_hint, decision) for stmt in statements for realize in realizes_under(stmt)
+                 if (decision := decision_of(realize.block)) is not None)
 
 
-def _bank_decisions(statements) -> tuple[tuple[str, str], ...]:
-    return tuple((realize.block.name_hint, str(realize.block.annotations[BANK_KEY]))
-                 for stmt in statements for realize in realizes_under(stmt) if BANK_KEY in realize.block.annotations)
-
-
-def _kernel_decision(index: int, stmt, reasons: tuple[str, ...]) -> KernelDecision | None:
+def _kernel_decision(index: int, stmt, reasons: tuple[TileNote, ...]) -> KernelDecision | None:
     """The statement's decisions, or None when Tiling left it alone (a CUDA-style schedule)."""
     loops = tuple(TiledLoop(loop.loop_var.name, str(loop.extent), tile)
                   for loop in loops_under(stmt) if (tile := loop_tile(loop)) is not None)
@@ -120,13 +111,8 @@ def _kernel_decision(index: int, stmt, reasons: tuple[str, ...]) -> KernelDecisi
         index, tuple(b.name_hint for b in blocks), kernel, loops,
         tuple((b.name_hint, mark) for b in blocks if (mark := dot_mark(b)) is not None),
         tuple((b.name_hint, mark) for b in blocks if (mark := scan_mark(b)) is not None),
-        tuple(line for line in reasons if _kernel_of(line) == index),
+        tuple(note.text for note in reasons if note.kernel == index),
         tuple((b.name_hint, mark) for b in blocks if (mark := not_dot_mark(b)) is not None))
-
-
-def _kernel_of(line: str) -> int | None:
-    match = _KERNEL_LINE.match(line)
-    return int(match.group(1)) if match else None
 
 
 def extent_text(extent) -> str:

@@ -19,8 +19,9 @@ from tvm import s_tir, tirx
 
 from ...errors import NotDifferentiableError
 from ...infra.pass_util import root_block, source_line, top_level_statements
+from ...infra.reduction_kinds import MAX, MIN, SUM, combiner_nodes
 
-SPATIAL, SUM, MAX, MIN = "spatial", "sum", "max", "min"
+SPATIAL = "spatial"
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def _kind_and_value(block: s_tir.SBlock, store: tirx.BufferStore, where: str):
             raise NotDifferentiableError(f"{where}: reads {store.buffer.name}, which it writes (an in-place update "
                                          "or a scan): the adjoint needs the values it overwrites")
         return SPATIAL, value
-    for kind, node in ((SUM, tirx.Add), (MAX, tirx.Max), (MIN, tirx.Min)):
+    for node, kind in combiner_nodes(tirx, (SUM, MAX, MIN)).items():
         if isinstance(value, node):
             for acc, term in ((value.a, value.b), (value.b, value.a)):
                 if _is_accumulator(acc, store) and not _reads(term, store.buffer):
