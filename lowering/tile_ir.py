@@ -317,6 +317,8 @@ class TileKernel:
     # deterministic: compiled as the program's arithmetic (no FMA contraction, integer sizes not
     # specialized on their values, one variant): docs/determinism.md, "What Triton would choose"
     deterministic: bool = False
+    persistent: bool = False   # the body walks tiles pid, pid + programs, ... (tile_contract.KernelTile)
+    programs_per_sm: int = 0   # the default launch of a persistent kernel (0: a program a tile)
 
     @property
     def block_sizes(self) -> dict[str, int]:

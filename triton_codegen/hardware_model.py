@@ -18,6 +18,7 @@ The formula (docs/tuning.md explains each term); P is the number of programs:
     hiding h = min(1, bytes in flight / (copy bandwidth × MEMORY_LATENCY)), bytes in flight =
                min(P, k × SMs) × what one program loads per step (× (stages − 1) in a pipelined tl.dot loop)
     t_dot    = per SM × (dot flops of a program / (tensor peak / SMs) + TILE_SECONDS) + DRAM stores / copy
+               − (per SM − 1) × PERSISTENT_SAVING where a persistent kernel runs PROGRAMS_PER_SM > 0
     t_stream = per SM × a program's load bytes / min(k × bytes in flight / MEMORY_LATENCY, L2 bandwidth / SMs)
                (t_dot and t_stream: kernels with a tl.dot, the GEMM price of tir_passes/contracts/gemm_price.py)
     time     = LAUNCH + max(DRAM / (copy bandwidth × h), tiles / (L2 bandwidth × h), t_dot, t_stream)
@@ -35,7 +36,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tir_passes.contracts.gemm_price import compute_seconds, program_stream_seconds
+from tir_passes.contracts.gemm_price import compute_seconds, persistent_saving, program_stream_seconds
 from tir_passes.contracts.gpu_specs import GpuSpec
 
 LAUNCH_SECONDS = 5e-6          # a kernel's launch, ramp-up and drain as CUDA events see it (H200: the
@@ -117,6 +118,8 @@ def _summarize_kernel(program, kernel) -> dict:
                "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
                "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
                "loops": has_loop}
+    if kernel.persistent:   # a tile loop: the launch's programs per SM is a config setting (PROGRAMS_PER_SM)
+        summary["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
     if kernel.pins:   # deterministic: settings the tuner keeps (search_space.py)
         summary["pinned"] = {name: size for name, size, _ in kernel.pins}
     return summary
@@ -274,11 +277,20 @@ def predict(kernel: dict, config: dict, spec: GpuSpec, sizes: dict[str, int],
         stored = sum(bytes_ for (_, kind), bytes_ in _dram_by_site(kernel, names, traffic, programs).items()
                      if kind == "store")
         terms["tensor cores"] = compute_seconds(spec, flops / programs, per_sm, stored, peak * 1e12)
+        if programs_per_sm(kernel, config):
+            terms["tensor cores"] -= persistent_saving(per_sm)
         loads = sum(bytes_ for (_, kind), bytes_ in traffic.items() if kind == "load")
         terms["streaming"] = program_stream_seconds(spec, per_sm, loads, step, occ.programs_per_sm)
     bound = max(terms, key=lambda name: terms[name])
     return Prediction(LAUNCH_SECONDS + terms[bound], bound, programs, dram, tile_bytes, flops, hiding,
                       wave_efficiency, occ, resources)
+
+
+def programs_per_sm(kernel: dict, config: dict) -> int:
+    """A persistent kernel's programs per SM at this config (0: a program a tile, as every other kernel)."""
+    if "persistent" not in kernel:
+        return 0
+    return config.get("PROGRAMS_PER_SM", kernel["persistent"]["programs_per_sm"])
 
 
 def predict_program(summary: dict[str, dict], assignment: dict[str, dict], spec: GpuSpec, sizes: dict[str, int],

@@ -31,6 +31,11 @@ from tir_passes.contracts.gpu_specs import GpuSpec
 LAUNCH_SECONDS = 5e-6             # a kernel's launch, ramp-up and drain (the hardware model's)
 MEMORY_LATENCY_SECONDS = 600e-9   # DRAM latency under load: Little's law sizes the bytes in flight
 TILE_SECONDS = 5.9e-6             # a tile's fixed cost on top of its tensor-core time (see above)
+# a persistent program's saving on each tile after its first (no block launch, no cold start), from
+# the H200 sweep's 128×128×64 tiles at 4 stages: 99.3 µs one program a tile, 95.5 µs one program an
+# SM over 8 tiles each; at 128×256 it lost 1.9 µs (77.9 against 79.8): not a gain the price trusts
+PERSISTENT_SAVING_SECONDS = 0.5e-6
+CONFIDENCE = 0.1                  # the share of a price a choice must save to become a default
 WGMMA_ROWS = 64                   # rows of one warpgroup MMA: the B tile is read once per 64 rows
 
 
@@ -121,3 +126,16 @@ def gemm_price(spec: GpuSpec, element_bytes: int, out_bytes: int, extents: dict[
     shared = float(programs * steps * shared_bytes_per_step(tiles, element_bytes))
     bound = "memory" if memory > compute else "compute"
     return GemmPrice(LAUNCH_SECONDS + max(memory, compute), programs, bound, shared)
+
+
+def persistent_saving(per_sm: int) -> float:
+    """What a persistent grid (one program an SM walking its tiles) saves over a program a tile."""
+    return max(0, per_sm - 1) * PERSISTENT_SAVING_SECONDS
+
+
+def persistent_default(spec: GpuSpec, tiles: int) -> int:
+    """The default programs per SM of a kernel written persistent (0: a program a tile): 1 where the
+    saving is CONFIDENCE of the tiles' fixed costs alone (a lower bound of the kernel's time). With
+    PERSISTENT_SAVING_SECONDS under a tenth of TILE_SECONDS it never is: the tuner times both."""
+    per_sm = cdiv(tiles, spec.multiprocessors)
+    return 1 if persistent_saving(per_sm) > CONFIDENCE * per_sm * TILE_SECONDS else 0
