@@ -2,7 +2,9 @@
 
 - contractions (tl.dot): BLOCK_M/N/K of 128/128/64 for 16-bit data and 64/64/32 for fp32, each at
   least tl.dot's minimum and at most the extent's next power of two, BLOCK_K halved until the
-  pipelined operand tiles fit the GPU's shared memory;
+  pipelined operand tiles fit the GPU's shared memory (the base); with static extents, narrower
+  tiles that fill the GPU or wider ones on sm_90 where the GEMM price (contracts/gemm_price.py)
+  says they save CONFIDENCE of its time; split-K's price (SplitReduction) at the end;
 - transposed nests: square tiles over the two loops the loads and the stores are contiguous along;
 - other nests: the innermost reduction loop as one tile up to a register budget (8 warps when a
   row is longer than what 4 warps hold), then the innermost spatial loops within what is left;
@@ -24,8 +26,8 @@ from tir_passes.contracts.tile_contract import LIMITS
 TRANSPOSE_TILE = 64
 PIPELINE_STAGES = 3
 FILL_BLOCK_K = 128   # K steps of a contraction narrowed to fill the GPU (H200 decode probes: 128-deep steps)
-CONFIDENCE = 0.1     # the share of the base's price another tile must save to replace it
 FILL_STAGES = 4      # and its stages: the loads of a memory-bound loop in flight (the same probes)
+CONFIDENCE = 0.1     # the share of the base's price another tile must save to replace it
 ROW_ELEMENTS_PER_PROGRAM = 4096
 UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
 
