@@ -235,8 +235,7 @@ class KernelLowering:
             body=hoist_invariant_loads(tuple(self.emitted[0]), self.fresh),
             int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
             pins=tuple((pin.name, pin.size, pin.why) for pin in self.record.pins),
-            persistent=self.record.persistent,
-            programs_per_sm=self.record.programs_per_sm,
+            persistent=self.record.persistent, programs_per_sm=self.record.programs_per_sm,
         )
 
     def _ordered_buffers(self) -> list[str]:
