@@ -229,6 +229,7 @@ class KernelLowering:
             int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
             pins=tuple((pin.name, pin.size, pin.why) for pin in self.record.pins),
             dot_min_block=getattr(backend_limits(self.func), "dot_min_block", TileKernel.dot_min_block),
+            persistent=self.record.persistent, programs_per_sm=self.record.programs_per_sm,
         )
 
     def _ordered_buffers(self) -> list[str]:

@@ -108,6 +108,8 @@ def format_program(program: TileProgram) -> str:
             "  grid: "
             + (" x ".join(f"{a.var}[{format_expr(a.count)}]" for a in kernel.grid) or "1")
             + (f"  grouped by {kernel.group_m}" if kernel.group_m else "")
+            + (f"  persistent (by default {kernel.programs_per_sm} programs an SM)" if kernel.programs_per_sm
+               else "  persistent (by default a program a tile)" if kernel.persistent else "")
         )
         for dim in kernel.dims:
             extent = format_expr(dim.extent) if dim.extent is not None else "?"

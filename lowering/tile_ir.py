@@ -318,6 +318,8 @@ class TileKernel:
     # specialized on their values, one variant): docs/determinism.md, "What Triton would choose"
     deterministic: bool = False
     dot_min_block: int = 16   # the backend's tl.dot minimum Tiling recorded (tile.limits): configs keep dot tiles at it
+    persistent: bool = False   # the body walks tiles pid, pid + programs, ... (tile_contract.KernelTile)
+    programs_per_sm: int = 0   # the default launch of a persistent kernel (0: a program a tile)
 
     @property
     def block_sizes(self) -> dict[str, int]:

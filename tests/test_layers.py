@@ -38,6 +38,7 @@ TVM_FREE = [
     "triton_codegen.torch_op_support", "triton_codegen.hardware_model", "triton_codegen.model_report",
     "triton_codegen.tuner", "triton_codegen.tuning", "triton_codegen.tuning_cache", "triton_codegen.search_space",
     "triton_codegen.gpu_timing", "triton_codegen.writeback", "tir_passes.contracts.gpu_specs",
+    "tir_passes.contracts.gemm_price",
 ]
 
 

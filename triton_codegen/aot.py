@@ -73,6 +73,15 @@ class SavedKernel:
                    bool(arguments.get("deterministic", False)))
 
 
+def saved_arguments(kernel: TileKernel) -> dict:
+    """The kernel's arguments as its signature takes them, written in a module's TILE_SUMMARY
+    (hardware_model) and read back by SavedKernel.of, so a saved module is compiled ahead of time
+    without its TileProgram (`tir-triton model` without TVM)."""
+    return {"buffers": [[b.name, b.dtype, b.ndim] for b in kernel.buffers],
+            "scalars": [[s.name, s.dtype] for s in kernel.scalars],
+            "int64": list(kernel.int64_buffers), "debug": kernel.debug, "deterministic": kernel.deterministic}
+
+
 class AotCompileError(RuntimeError):
     """Triton refused to compile a generated kernel for a GPU architecture."""
 

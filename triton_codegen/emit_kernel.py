@@ -24,6 +24,7 @@ from tir_passes.infra.dtypes import DTYPES, FLOATS, language_names
 
 from .descriptors import Descriptor, DescriptorPlan
 from .jit_options import jit_decorator
+from .persistent import tile_loop
 from .source import Source
 
 TL_DTYPES = language_names("tl")
@@ -655,14 +656,12 @@ def kernel_parameters(kernel: TileKernel, plan: DescriptorPlan | None = None) ->
     return params
 
 
-def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter) -> None:
+def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter, pid: str) -> None:
     src = printer.src
     axes = list(kernel.grid)
     if not axes:
         return
-    # the printer's own names, fresh: a TIR loop may be called pid or rest
-    pid, rest = printer.names.fresh("pid"), printer.names.fresh("rest")
-    src.line(f"{pid} = tl.program_id(0)")
+    rest = printer.names.fresh("rest")
     counts = [printer.name_of(a.count) for a in axes]
     if kernel.group_m and len(axes) >= 2:
         m, n = axes[-2], axes[-1]
@@ -727,15 +726,16 @@ def emit_kernel(kernel: TileKernel, src: Source, plan: DescriptorPlan | None = N
         for scalar in kernel.scalars:
             _cast_scalar_on_entry(scalar, src)
         printer = KernelPrinter(kernel, src, plan)
-        _grid_decomposition(kernel, printer)
-        for dim in kernel.dims:  # aranges once, at the top, so every scope can use them
-            printer.name_of(Arange(dim.name, dim.block))
-        for dim in kernel.dims:  # positions and tail masks of axes that only depend on program ids
-            if dim.hoisted and dim.index is not None:
-                if not isinstance(dim.index, Arange):
-                    printer.bind(dim.index, dim.name)
-                if dim.tail is not None:
-                    printer.bind(dim.tail, f"mask_{dim.name}")
-        for stmt in kernel.body:
-            printer.statement(stmt)
+        with tile_loop(kernel, printer) as pid:
+            _grid_decomposition(kernel, printer, pid)
+            for dim in kernel.dims:  # aranges once, at the top, so every scope can use them
+                printer.name_of(Arange(dim.name, dim.block))
+            for dim in kernel.dims:  # positions and tail masks of axes that only depend on program ids
+                if dim.hoisted and dim.index is not None:
+                    if not isinstance(dim.index, Arange):
+                        printer.bind(dim.index, dim.name)
+                    if dim.tail is not None:
+                        printer.bind(dim.tail, f"mask_{dim.name}")
+            for stmt in kernel.body:
+                printer.statement(stmt)
     return printer.helpers

@@ -28,6 +28,7 @@ from .configs import config_space
 from .descriptors import DescriptorPlan, plan_descriptors
 from .emit_kernel import HELPERS, emit_kernel, emit_select_combine
 from .hardware_model import summarize
+from .persistent import persistent_support_text
 from .source import Source
 from .writeback import configs_source
 
@@ -123,6 +124,9 @@ def _launch_function(kernel: TileKernel, plan: DescriptorPlan | None, src: Sourc
         with src.block("if programs <= 0:"):
             src.line("return  # an empty iteration space (a zero-size dimension): nothing to compute")
         src.line(f'check_grid("{kernel.name}", programs)')
+        if kernel.persistent:
+            per_sm = f'config.get("PROGRAMS_PER_SM", {kernel.programs_per_sm})'
+            src.line(f"programs = persistent_programs(programs, {per_sm}, t)  # the tiles' loop walks the rest")
         args = tensor_arguments((buf.name, buf.ndim) for buf in kernel.buffers)
         args += [f's["{scalar.name}"]' for scalar in kernel.scalars]
         options = [f'{block}=config["{block}"]' for block in kernel.block_sizes]
@@ -243,6 +247,8 @@ def emit_module(program: TileProgram, backward: BackwardLink | None = None) -> s
     src.line()
     src.line()
     src.lines(runtime_support_text())
+    if any(kernel.persistent for kernel in program.kernels):
+        src.lines(persistent_support_text())
     src.line()
     src.line()
     src.lines(torch_op_support_text())

@@ -17,8 +17,11 @@ The formula (docs/tuning.md explains each term); P is the number of programs:
     tiles    = Σ over load and store sites: unmasked elements × trips × P × element bytes
     hiding h = min(1, bytes in flight / (copy bandwidth × MEMORY_LATENCY)), bytes in flight =
                min(P, k × SMs) × what one program loads per step (× (stages − 1) in a pipelined tl.dot loop)
-    t_dot    = dot flops / (tensor peak × DOT_EFFICIENCY × w) + per SM × dot loop trips × DOT_STEP / k
-    time     = LAUNCH + max(DRAM / (copy bandwidth × h), tiles / (L2 bandwidth × h), t_dot)
+    t_dot    = per SM × (dot flops of a program / (tensor peak / SMs) + TILE_SECONDS) + DRAM stores / copy
+               − (per SM − 1) × PERSISTENT_SAVING where a persistent kernel runs PROGRAMS_PER_SM > 0
+    t_stream = per SM × a program's load bytes / min(k × bytes in flight / MEMORY_LATENCY, L2 bandwidth / SMs)
+               (t_dot and t_stream: kernels with a tl.dot, the GEMM price of tir_passes/contracts/gemm_price.py)
+    time     = LAUNCH + max(DRAM / (copy bandwidth × h), tiles / (L2 bandwidth × h), t_dot, t_stream)
 
 Not modelled: elementwise arithmetic and special functions (assumed hidden under memory), L2
 hits between kernels, bank conflicts, and what GROUP_M changes (L2 reuse of operand tiles).
@@ -33,14 +36,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from tir_passes.contracts.gemm_price import compute_seconds, persistent_saving, program_stream_seconds
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.infra.dtypes import DTYPES, element_bytes
+from triton_codegen.aot import saved_arguments
 
 LAUNCH_SECONDS = 5e-6          # a kernel's launch, ramp-up and drain as CUDA events see it (H200: the
                                # bandwidth-bound rows of docs/benchmarks.md run 5-7 µs over their bytes)
 MEMORY_LATENCY_SECONDS = 600e-9  # DRAM latency under load: Little's law sizes the bytes in flight
-DOT_EFFICIENCY = 0.7           # the share of the tensor peak a well-fed tl.dot loop reaches (H200: 637 of 989)
-DOT_STEP_SECONDS = 40e-9       # each iteration of a tl.dot loop waits on its pipeline barrier (~80 cycles)
 REGISTER_LIMIT = 255           # per thread; more spills to local memory
 REGISTER_GRANULE = 256         # registers are allocated per warp in multiples of this
 SHARED_RESERVE = 1024          # bytes the driver reserves per resident program (sm_80 and later)
@@ -114,18 +117,12 @@ def _summarize_kernel(program, kernel) -> dict:
     summary = {"grid": [_entry(axis.count) for axis in kernel.grid], "dims": dims, "accesses": accesses, "dots": dots,
                "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
                "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
-               "loops": has_loop, "arguments": _arguments(kernel)}
+               "loops": has_loop, "arguments": saved_arguments(kernel)}
+    if kernel.persistent:   # a tile loop: the launch's programs per SM is a config setting (PROGRAMS_PER_SM)
+        summary["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
     if kernel.pins:   # deterministic: settings the tuner keeps (search_space.py)
         summary["pinned"] = {name: size for name, size, _ in kernel.pins}
     return summary
-
-
-def _arguments(kernel) -> dict:
-    """The kernel's arguments as its signature takes them (aot.SavedKernel reads them back), so a
-    saved module is compiled ahead of time without its TileProgram (`tir-triton model` without TVM)."""
-    return {"buffers": [[b.name, b.dtype, b.ndim] for b in kernel.buffers],
-            "scalars": [[s.name, s.dtype] for s in kernel.scalars],
-            "int64": list(kernel.int64_buffers), "debug": kernel.debug, "deterministic": kernel.deterministic}
 
 
 def _bytes(dtype: str) -> int:
@@ -246,7 +243,7 @@ def runnable(spec: GpuSpec, resources: Resources, num_warps: int) -> str | None:
 @dataclass(frozen=True)
 class Prediction:
     seconds: float
-    bound: str            # dram, l2, tensor cores (the largest term)
+    bound: str            # dram, l2, tensor cores, streaming (the largest term)
     programs: int
     dram_bytes: float
     tile_bytes: float
@@ -280,12 +277,24 @@ def predict(kernel: dict, config: dict, spec: GpuSpec, sizes: dict[str, int],
     terms = {"dram": dram / (copy * hiding), "l2": tile_bytes / (_l2_bandwidth(spec) * hiding)}
     flops = _dot_flops(kernel, config, names) * programs
     peak = _dot_peak(kernel, spec)
-    if flops and peak:
-        steps = per_sm * _dot_steps(kernel, names) * DOT_STEP_SECONDS / max(1, occ.programs_per_sm)
-        terms["tensor cores"] = flops / (peak * 1e12 * DOT_EFFICIENCY * wave_efficiency) + steps
+    if flops and peak:   # the GEMM price's terms (tir_passes/contracts/gemm_price.py), from the summary
+        stored = sum(bytes_ for (_, kind), bytes_ in _dram_by_site(kernel, names, traffic, programs).items()
+                     if kind == "store")
+        terms["tensor cores"] = compute_seconds(spec, flops / programs, per_sm, stored, peak * 1e12)
+        if programs_per_sm(kernel, config):
+            terms["tensor cores"] -= persistent_saving(per_sm)
+        loads = sum(bytes_ for (_, kind), bytes_ in traffic.items() if kind == "load")
+        terms["streaming"] = program_stream_seconds(spec, per_sm, loads, step, occ.programs_per_sm)
     bound = max(terms, key=lambda name: terms[name])
     return Prediction(LAUNCH_SECONDS + terms[bound], bound, programs, dram, tile_bytes, flops, hiding,
                       wave_efficiency, occ, resources)
+
+
+def programs_per_sm(kernel: dict, config: dict) -> int:
+    """A persistent kernel's programs per SM at this config (0: a program a tile, as every other kernel)."""
+    if "persistent" not in kernel:
+        return 0
+    return config.get("PROGRAMS_PER_SM", kernel["persistent"]["programs_per_sm"])
 
 
 def predict_program(summary: dict[str, dict], assignment: dict[str, dict], spec: GpuSpec, sizes: dict[str, int],
@@ -351,8 +360,12 @@ def _footprint(buffer: dict, names: dict[str, int]) -> float:
 
 def _dram_bytes(kernel: dict, names: dict[str, int], traffic: dict, programs: int) -> float:
     """Each buffer read (and written) at most once from DRAM: re-reads of a tile hit the caches."""
-    return sum(min(_footprint(kernel["buffers"][buffer], names), per_program * programs)
-               for (buffer, _kind), per_program in traffic.items())
+    return sum(_dram_by_site(kernel, names, traffic, programs).values())
+
+
+def _dram_by_site(kernel: dict, names: dict[str, int], traffic: dict, programs: int) -> dict:
+    return {key: min(_footprint(kernel["buffers"][key[0]], names), per_program * programs)
+            for key, per_program in traffic.items()}
 
 
 def _step_bytes(kernel: dict, config: dict, names: dict[str, int]) -> float:
@@ -376,11 +389,6 @@ def _dot_flops(kernel: dict, config: dict, names: dict[str, int]) -> float:
         bm, bn, bk = (config[_block(kernel, dot[axis])] for axis in ("m", "n", "k"))
         total += 2.0 * bm * bn * bk * _trips(dot["trips"], names)
     return total
-
-
-def _dot_steps(kernel: dict, names: dict[str, int]) -> int:
-    """Iterations of the loops around a program's tl.dots."""
-    return sum(_trips(dot["trips"], names) for dot in kernel["dots"])
 
 
 def _dot_peak(kernel: dict, spec: GpuSpec) -> float | None:

@@ -6,7 +6,8 @@ extent; tl.dot axes keep tl.dot's minimum and whole-extent tiles their size (the
 no tile exceeds the extent's next power of two. Within that, a window around the tiling pass's
 choice: block sizes from a quarter to four times the default, warps 4 and 8 for tl.dot kernels
 (2 to 16 otherwise), pipeline stages only where the kernel has a loop (2 to 5 with a tl.dot,
-1 to 3 without), GROUP_M 4, 8 or 16 where programs are grouped.
+1 to 3 without), GROUP_M 4, 8 or 16 where programs are grouped, PROGRAMS_PER_SM 0, 1 or 2 where
+the kernel is a persistent tile loop (0: a program a tile).
 
 A deterministic kernel's summary lists what it pins (`pinned`: BLOCK_* and num_warps, with their
 values, tile_contract.Pin): those keep their value in every config, so tuning never changes an
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 
 from tir_passes.contracts.gpu_specs import GpuSpec
 
-from .hardware_model import Prediction, UnknownValue, estimate_resources, evaluate, predict, runnable
+from .hardware_model import (Prediction, UnknownValue, estimate_resources, evaluate, predict, programs_per_sm,
+                             runnable)
 
 MAX_SPACE = 64
 SLOWER_THAN_BEST = 3.0
@@ -37,6 +39,7 @@ OTHER_WARPS = (2, 4, 8, 16)
 DOT_STAGES = (2, 3, 4, 5)
 LOOP_STAGES = (1, 2, 3)
 GROUPS = (4, 8, 16)
+PROGRAMS_PER_SM = (0, 1, 2)   # a persistent kernel's grid: a program a tile, or 1 or 2 an SM walking the tiles
 
 
 def block_size_allowed(size: int, *, default: int, extent: int | None, even: bool, minimum: int) -> bool:
@@ -94,8 +97,14 @@ def config_problem(kernel: dict | None, default: dict, config: dict, sizes: dict
     its default, block sizes that are powers of two the rules allow (whole tiles keep their size,
     masks dropped for divisible extents stay right), warps a power of two. Without a summary, only
     the module's own configs (`listed`) are."""
-    if set(config) - {"GROUP_M"} != set(default) - {"GROUP_M"}:
+    launch = {"GROUP_M", "PROGRAMS_PER_SM"}   # settings a config may leave to the module's default
+    if set(config) - launch != set(default) - launch:
         return f"its settings {sorted(config)} are not the kernel's {sorted(default)}"
+    programs = config.get("PROGRAMS_PER_SM", 0)
+    if "PROGRAMS_PER_SM" in config and (kernel is None or "persistent" not in kernel):
+        return "PROGRAMS_PER_SM is a setting of persistent kernels only, and this one is not"
+    if isinstance(programs, bool) or not isinstance(programs, int) or programs < 0:
+        return f"PROGRAMS_PER_SM={programs!r} is not a non-negative integer"
     if kernel is None:
         return "" if config in listed else "it is not one of the module's configs (the module has no tile summary)"
     for block in _blocks(kernel):
@@ -129,13 +138,16 @@ def legal_configs(kernel: dict, default: dict, sizes: dict[str, int]) -> list[di
     stages = _with(DOT_STAGES if has_dot else LOOP_STAGES, default["num_stages"]) if kernel["loops"] else \
         (default["num_stages"],)
     groups = _with(GROUPS, default.get("GROUP_M", kernel["group_m"])) if kernel["group_m"] else (None,)
+    persistent = _with(PROGRAMS_PER_SM, programs_per_sm(kernel, default)) if "persistent" in kernel else (None,)
     configs = []
     for blocks in itertools.product(*(choices for _, choices in axes)):
-        for warp, stage, group in itertools.product(warps, stages, groups):
+        for warp, stage, group, programs in itertools.product(warps, stages, groups, persistent):
             config = dict(zip((block for block, _ in axes), blocks))
             config.update(num_warps=warp, num_stages=stage)
             if group is not None:
                 config["GROUP_M"] = group
+            if programs is not None:
+                config["PROGRAMS_PER_SM"] = programs
             configs.append(config)
     return configs
 
@@ -175,8 +187,12 @@ def _with(values: tuple[int, ...], default: int) -> tuple[int, ...]:
 
 
 def _explicit(kernel: dict, default: dict) -> dict:
-    """The default with GROUP_M spelled out (a module's own configs leave it to the launcher)."""
-    return {**default, "GROUP_M": default.get("GROUP_M", kernel["group_m"])} if kernel["group_m"] else default
+    """The default with GROUP_M and PROGRAMS_PER_SM spelled out (a module's own configs leave them
+    to the launcher)."""
+    explicit = {**default, "GROUP_M": default.get("GROUP_M", kernel["group_m"])} if kernel["group_m"] else dict(default)
+    if "persistent" in kernel:
+        explicit["PROGRAMS_PER_SM"] = programs_per_sm(kernel, default)
+    return explicit
 
 
 def _distance(config: dict, default: dict) -> int:

@@ -14,7 +14,7 @@ Where each decision lives (`TileDecision` fields below):
                                              and, when it steps a tile axis, the TileWindow of tiles it
                                              visits (tile_window.py)
   kernel's outer loop (or block)
-      annotation "tile.kernel"    KernelTile num_warps, num_stages, group_m, which values written and
+      annotation "tile.kernel"    KernelTile num_warps, num_stages, group_m, persistent, which values written and
                                              read again in the kernel stay in registers, which go
                                              through memory with a sync; deterministic kernels: the
                                              Pins (BLOCK_* or num_warps, value, why) no config changes
@@ -41,6 +41,7 @@ from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.errors import TirTritonError
 from tir_passes.infra.pass_util import replace_block, root_block, static_int
 from tir_passes.infra.reduction_kinds import KINDS
+from tir_passes.contracts.persistent_record import persistent_fields
 
 LOOP_KEY, KERNEL_KEY, DOT_KEY, SCAN_KEY, SPLIT_KEY = "tile", "tile.kernel", "tile.dot", "tile.scan", "tile.split"
 NOT_DOT_KEY = "tile.not_dot"
@@ -116,6 +117,8 @@ class KernelTile:
     registers: tuple[str, ...] = ()   # values written and read again in this kernel: reads come from registers
     spilled: tuple[str, ...] = ()     # values written and read again through memory: the program syncs between
     pins: tuple[Pin, ...] = ()        # deterministic kernels: settings no config may change
+    persistent: bool = False          # a loop over the tiles, its grid sized by the launch (persistent_record.py)
+    programs_per_sm: int = 0          # a persistent kernel's default launch: programs an SM, 0 a program a tile
 
     def pinned(self, name: str) -> Pin | None:
         return next((pin for pin in self.pins if pin.name == name), None)
@@ -221,6 +224,8 @@ def _kernel_value(kernel: KernelTile) -> dict:
         value["spilled"] = list(kernel.spilled)
     if kernel.pins:
         value["pins"] = [{"name": pin.name, "size": pin.size, "why": pin.why} for pin in kernel.pins]
+    if kernel.persistent:
+        value["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
     return value
 
 
@@ -370,6 +375,7 @@ def _kernel_from(raw, where: str) -> KernelTile:
         tuple(_text(r, where, "registers") for r in fields.get("registers", ())),
         tuple(_text(r, where, "spilled") for r in fields.get("spilled", ())),
         tuple(_pin_from(p, where) for p in fields.get("pins", ())),
+        *persistent_fields(fields.get("persistent"), group_m is not None, lambda why: ContractError(where, why)),
     )
 
 

@@ -2,7 +2,9 @@
 
 - contractions (tl.dot): BLOCK_M/N/K of 128/128/64 for 16-bit data and 64/64/32 for fp32, each at
   least tl.dot's minimum and at most the extent's next power of two, BLOCK_K halved until the
-  pipelined operand tiles fit the GPU's shared memory;
+  pipelined operand tiles fit the GPU's shared memory (the base); with static extents, narrower
+  tiles that fill the GPU or wider ones on sm_90 where the GEMM price (contracts/gemm_price.py)
+  says they save CONFIDENCE of its time; split-K's price (SplitReduction) at the end;
 - transposed nests: square tiles over the two loops the loads and the stores are contiguous along;
 - other nests: the innermost reduction loop as one tile up to a register budget (8 warps when a
   row is longer than what 4 warps hold), then the innermost spatial loops within what is left;
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tir_passes.contracts.gemm_price import GemmTiles, gemm_price
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.analyses.nest import next_power_of_two, power_of_two_floor
 from tir_passes.infra.dtypes import element_bytes
@@ -22,23 +25,121 @@ from tir_passes.contracts.backend_limits import BackendLimits
 
 TRANSPOSE_TILE = 64
 PIPELINE_STAGES = 3
+FILL_BLOCK_K = 128   # K steps of a contraction narrowed to fill the GPU (H200 decode probes: 128-deep steps)
+FILL_STAGES = 4      # and its stages: the loads of a memory-bound loop in flight (the same probes)
+CONFIDENCE = 0.1     # the share of the base's price another tile must save to replace it
 ROW_ELEMENTS_PER_PROGRAM = 4096
 UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
 
 
-def contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1) -> dict[str, int]:
-    """{"M", "N", "K"} block sizes of a tl.dot over operands of `dtype`; `dots` contractions share
-    the K loop (SwiGLU's two projections), each staging its operand tiles in shared memory."""
+def contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1,
+                      batch: int = 1, out_bytes: int = 4) -> dict[str, int]:
+    """{"M", "N", "K"} block sizes of a tl.dot over operands of `dtype` (contraction_tiles)."""
+    tiles = contraction_tiles(spec, dtype, extents, dots, batch, out_bytes)
+    return {"M": tiles.m, "N": tiles.n, "K": tiles.k}
+
+
+def base_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1) -> dict[str, int]:
+    """128/128/64 for 16-bit data and 64/64/32 for fp32, each at least tl.dot's minimum and at most
+    the extent's next power of two, BLOCK_K halved until the pipelined operand tiles fit; `dots`
+    contractions share the K loop (SwiGLU's two projections), each staging its operand tiles."""
     elt, limits = element_bytes(dtype), spec.limits
     sizes = {"M": 128, "N": 128, "K": 64} if elt <= 2 else {"M": 64, "N": 64, "K": 32}
     for axis, size in sizes.items():
         extent = extents.get(axis)
         if extent is not None:
             sizes[axis] = max(limits.dot_min_block, min(size, next_power_of_two(extent)))
-    while (PIPELINE_STAGES * dots * (sizes["M"] + sizes["N"]) * sizes["K"] * elt > spec.shared_memory_per_block
-           and sizes["K"] > limits.dot_min_block):
+    while not _fits(spec, elt, sizes, PIPELINE_STAGES, dots) and sizes["K"] > limits.dot_min_block:
         sizes["K"] //= 2
     return sizes
+
+
+def _fits(spec: GpuSpec, elt: int, sizes: dict[str, int], stages: int, dots: int) -> bool:
+    return stages * dots * (sizes["M"] + sizes["N"]) * sizes["K"] * elt <= spec.shared_memory_per_block
+
+
+def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1,
+                      batch: int = 1, out_bytes: int = 4) -> GemmTiles:
+    """The base tiles, or the candidate the GEMM price (contracts/gemm_price.py) finds cheaper:
+    wide tiles (candidates_wide) or, where the tiles are fewer than the SMs, narrow ones
+    (candidates_filling). Symbolic extents (and deterministic kernels, which pass none) keep the
+    base. Ties go to the one with less shared-memory traffic; the base stays unless the best is
+    CONFIDENCE cheaper (tiny contractions, all launch, keep their tiles)."""
+    elt = element_bytes(dtype)
+    sizes = base_sizes(spec, dtype, extents, dots)
+    base = GemmTiles(sizes["M"], sizes["N"], sizes["K"], PIPELINE_STAGES, contraction_warps(sizes))
+    if any(extents.get(axis) is None for axis in ("M", "N", "K")):
+        return base
+    static = {axis: int(extents[axis]) for axis in ("M", "N", "K")}
+    candidates = [base] + candidates_wide(spec, elt, static, base, dots) + \
+        candidates_filling(spec, elt, static, base, dots, batch)
+    prices = [gemm_price(spec, elt, out_bytes, static, tiles, batch) for tiles in candidates]
+    best = min(range(len(candidates)), key=lambda i: (round(prices[i].seconds, 9), prices[i].shared_bytes, i))
+    return candidates[best] if prices[best].seconds < (1 - CONFIDENCE) * prices[0].seconds else base
+
+
+def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles, dots: int) -> list[GemmTiles]:
+    """128×256 and 256×128 tiles of 16-bit data where the extents hold them and the stages fit, on
+    GPUs whose tensor cores read both operands from shared memory (sm_90's wgmma: the 128×256 fp32
+    accumulator is the only large register tile). Learnt from the H200 sweeps (docs/benchmarks.md):
+    128×256 tiles ran 3000×5000×1000 in 77.9 µs against 103 µs at 128×128; torch inductor's Hopper
+    configs lead with the same shape."""
+    if elt > 2 or spec.compute_capability < 90 or (base.m, base.n) != (128, 128):
+        return []
+    found = []
+    for m, n in ((128, 256), (256, 128)):
+        sizes = {"M": m, "N": n, "K": base.k}
+        if next_power_of_two(extents["M"]) >= m and next_power_of_two(extents["N"]) >= n and \
+                _fits(spec, elt, sizes, PIPELINE_STAGES, dots):
+            found.append(GemmTiles(m, n, base.k, PIPELINE_STAGES, 8))
+    return found
+
+
+def candidates_filling(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles, dots: int,
+                       batch: int) -> list[GemmTiles]:
+    """Where the base tiles are fewer than the SMs (a GEMV-like shape such as a decode step's
+    linear layer): the wider of the M and N tiles halved, one step at a time, down to tl.dot's
+    minimum and while the tiles still fit one wave, each with K steps of FILL_BLOCK_K and
+    FILL_STAGES stages (a memory-bound loop keeps more bytes in flight)."""
+    def programs(m: int, n: int) -> int:
+        return -(-extents["M"] // m) * -(-extents["N"] // n) * batch
+
+    if programs(base.m, base.n) >= spec.multiprocessors:
+        return []
+    k = max(base.k, min(FILL_BLOCK_K, next_power_of_two(extents["K"])))
+    m, n, found = base.m, base.n, []
+    while True:
+        axis = "N" if n >= m else "M"
+        m2, n2 = (m, n // 2) if axis == "N" else (m // 2, n)
+        if min(m2, n2) < spec.limits.dot_min_block or programs(m2, n2) > spec.multiprocessors:
+            break
+        m, n = m2, n2
+        stages, block_k = FILL_STAGES, k
+        while not _fits(spec, elt, {"M": m, "N": n, "K": block_k}, stages, dots) and block_k > base.k:
+            block_k //= 2
+        found.append(GemmTiles(m, n, block_k, stages, 4))
+    if found or k == base.k:
+        return found
+    return [GemmTiles(base.m, base.n, k, FILL_STAGES, base.warps)] if \
+        _fits(spec, elt, {"M": base.m, "N": base.n, "K": k}, FILL_STAGES, dots) else []
+
+
+def tile_notes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int, tiles: GemmTiles,
+               batch: int, out_bytes: int) -> list[str]:
+    """Why a contraction's tiles are not the base ones, with the GEMM price of both (the dump's
+    decision lines); nothing when they are."""
+    base = base_sizes(spec, dtype, extents, dots)
+    if (base["M"], base["N"], base["K"]) == (tiles.m, tiles.n, tiles.k):
+        return []
+    static = {axis: int(extents[axis]) for axis in ("M", "N", "K")}
+    elt = element_bytes(dtype)
+    was = gemm_price(spec, elt, out_bytes, static,
+                     GemmTiles(base["M"], base["N"], base["K"], PIPELINE_STAGES, contraction_warps(base)), batch)
+    now = gemm_price(spec, elt, out_bytes, static, tiles, batch)
+    why = "fill the GPU" if was.programs < spec.multiprocessors else "fewer, wider tiles"
+    return [f"contraction tiles {tiles.m}x{tiles.n}x{tiles.k}, {tiles.stages} stages, {tiles.warps} warps "
+            f"({why}: {now.programs} programs, {now.seconds * 1e6:.1f} us by the GEMM price) instead of "
+            f"{base['M']}x{base['N']}x{base['K']} ({was.programs} programs, {was.seconds * 1e6:.1f} us) on {spec.name}"]
 
 
 def contraction_warps(sizes: dict[str, int]) -> int:
@@ -118,12 +219,10 @@ def stepped_size(size: int, rows: int) -> int:
 
 
 # --- split-K: the reduction of a contraction split across programs (SplitReduction) ----------------
-KERNEL_SECONDS = 5e-6            # a launch, ramp-up and drain (the hardware model's LAUNCH_SECONDS)
 # what a split adds beyond its partials' bytes: the sum kernel's launch, the scratch allocation and the
 # partial kernel's longer epilogue, measured on the H200 (2026-12-01, benchmarks/sota_sweep.py, 16×4096·4096ᵀ):
 # the best split of 2-16 slices took 47.3 µs, the best unsplit tile 20.1 µs
 SPLIT_SECONDS = 27e-6
-MEMORY_LATENCY_SECONDS = 600e-9  # DRAM latency under load (the hardware model's): Little's law
 MIN_SPLIT_STEPS = 4              # K steps of BLOCK_K each split keeps, so its pipeline still fills
 MAX_SPLITS = 32
 
@@ -139,28 +238,18 @@ class SplitPrice:
 
 def split_price(spec: GpuSpec, dtype: str, out_bytes: int, extents: dict[str, int], splits: int,
                 batch: int = 1) -> SplitPrice:
-    """Operand bytes over the bandwidth the programs' loads in flight sustain (Little's law: a
-    program keeps (stages - 1) K steps of operand tiles in flight), or the tensor cores' time, in
-    waves of programs; a split adds its fp32 partials' round trip and the reduce kernel's launch.
-    `batch`: independent contractions (the other spatial loops, program ids too)."""
-    sizes = contraction_sizes(spec, dtype, extents)
+    """The GEMM price (contracts/gemm_price.py) of the partial kernel: K/splits deep, `splits`
+    times the programs, at the tiles the size model gives it; a split adds its fp32 partials' round
+    trip and SPLIT_SECONDS. `batch`: independent contractions (the other spatial loops)."""
     elt = element_bytes(dtype)
-    m, n, k = extents["M"], extents["N"], extents["K"]
-    tiles = -(-m // sizes["M"]) * -(-n // sizes["N"]) * batch
-    programs = tiles * splits
-    bandwidth = spec.model_copy_bandwidth_gbs * 1e9
-    in_flight = min(programs, spec.multiprocessors * 4) * (PIPELINE_STAGES - 1) * \
-        (sizes["M"] + sizes["N"]) * sizes["K"] * elt
-    hiding = min(1.0, in_flight / (bandwidth * MEMORY_LATENCY_SECONDS))
-    waves = -(-programs // spec.multiprocessors)
-    wave_efficiency = programs / (waves * spec.multiprocessors)
-    operand_bytes = ((m * k + n * k) * elt + m * n * out_bytes) * batch
-    flops = 2 * m * n * k * batch
-    peak = (spec.fp16_tensor_tflops or spec.fp32_tflops or 1.0) * 1e12 * 0.7
-    seconds = KERNEL_SECONDS + max(operand_bytes / (bandwidth * hiding), flops / (peak * wave_efficiency))
+    m, n = extents["M"], extents["N"]
+    sliced = {"M": m, "N": n, "K": -(-extents["K"] // splits)}
+    tiles = contraction_tiles(spec, dtype, sliced, 1, batch * splits, 4 if splits > 1 else out_bytes)
+    price = gemm_price(spec, elt, 4 if splits > 1 else out_bytes, sliced, tiles, batch * splits)
+    seconds = price.seconds
     if splits > 1:
-        seconds += SPLIT_SECONDS + 2 * splits * m * n * batch * 4 / bandwidth
-    return SplitPrice(splits, programs, seconds)
+        seconds += SPLIT_SECONDS + 2 * splits * m * n * batch * 4 / (spec.model_copy_bandwidth_gbs * 1e9)
+    return SplitPrice(splits, price.programs, seconds)
 
 
 def split_k_factor(spec: GpuSpec, dtype: str, out_bytes: int, extents: dict[str, int | None],

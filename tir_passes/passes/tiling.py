@@ -33,9 +33,10 @@ import dataclasses
 
 from tvm import s_tir, tirx
 
+from tir_passes.contracts.gemm_price import persistent_default
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.analyses.nest import blocks_under, loop_sites, loops_under, unique_name
-from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
+from tir_passes.infra.pass_util import root_block, s_tir_pass, static_int, top_level_statements
 from tir_passes.analyses.storage import decide_storage
 from tir_passes.contracts.tile_contract import (
     GRID,
@@ -155,6 +156,7 @@ def _tile_kernel(
         tuple(storage.registers),
         tuple(storage.spilled),
         _pins(plan, applier),
+        *_persistent(spec, stmt, plan),
     )
     if outermost is not None:
         decision.kernels[sch.get(outermost).loop_var.__chandle__()] = kernel
@@ -173,6 +175,22 @@ def _pins(plan: KernelPlan, applier: _KernelApplier) -> tuple[Pin, ...]:
     if plan.pin_warps:
         pins.append(Pin(WARPS, plan.num_warps, PIN_WARPS))
     return tuple(pins)
+
+
+def _persistent(spec: GpuSpec, stmt, plan: KernelPlan) -> tuple[bool, int]:
+    """(persistent, programs per SM): a contraction over a grouped grid of more tiles than the GPU
+    has SMs, static and not deterministic, is written as a persistent tile loop; its default launch
+    is the GEMM price's (gemm_price.persistent_default), the tuner searches the rest."""
+    if not plan.dots or plan.deterministic or plan.group_m is None or _grid_count(plan) < 2:
+        return False, 0
+    tiles = 1
+    for loop in loops_under(stmt):
+        if _key(loop) in plan.parallel:
+            extent, choice = static_int(loop.extent), plan.tiles.get(_key(loop))
+            if extent is None:
+                return False, 0
+            tiles *= -(-extent // choice.size) if choice is not None else extent
+    return (True, persistent_default(spec, tiles)) if tiles > spec.multiprocessors else (False, 0)
 
 
 def _grid_count(plan: KernelPlan) -> int:

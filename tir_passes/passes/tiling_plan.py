@@ -174,19 +174,22 @@ def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name, determi
     loop both use. Other loops stay grid (spatial) or serial (reduction). Deterministic: the
     sizes do not shrink to small extents (a batch of 1 runs the tiles of a batch of 300)."""
     a, b = contraction_operands(realize.block)
-    a_vars = a.var_names
-    b_vars = b.var_names
-    m = _last(loops, realize, SPATIAL, lambda it: it in a_vars and it not in b_vars, blocked)
-    n = _last(loops, realize, SPATIAL, lambda it: it in b_vars and it not in a_vars, blocked)
-    k = _last(loops, realize, REDUCE, lambda it: it in a_vars and it in b_vars, blocked)
+    m = _last(loops, realize, SPATIAL, lambda it: it in a.var_names and it not in b.var_names, blocked)
+    n = _last(loops, realize, SPATIAL, lambda it: it in b.var_names and it not in a.var_names, blocked)
+    k = _last(loops, realize, REDUCE, lambda it: it in a.var_names and it in b.var_names, blocked)
     if m is None or n is None or k is None:
         return None
     extents = {} if deterministic else {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
     dots = sum(1 for r in realizes_under(k.body) if contraction_operands(r.block) is not None)
-    sizes = tile_sizes.contraction_sizes(spec, operands_dtype(a, b), extents, dots)
-    plan = KernelPlan([list(loops)], num_warps=tile_sizes.contraction_warps(sizes), num_stages=3, group_m=8)
-    for loop, role in ((m, "M"), (n, "N"), (k, "K")):
-        plan.tiles[_key(loop)] = TileChoice(axis_name(loop), sizes[role], False, f"BLOCK_{role}")
+    taken = set(blocked) | {_key(m), _key(n), _key(k)}  # the other spatial loops: programs beside the M·N tiles
+    batch = math.prod(static_int(x.extent) or 1 for x in loops
+                      if _key(x) not in taken and loop_kind(x, realize) == SPATIAL)
+    dtype, out_bytes = operands_dtype(a, b), element_bytes(_store_dtype(realize))
+    tiles = tile_sizes.contraction_tiles(spec, dtype, extents, dots, batch, out_bytes)
+    plan = KernelPlan([list(loops)], num_warps=tiles.warps, num_stages=tiles.stages, group_m=8)
+    for loop, role, size in ((m, "M", tiles.m), (n, "N", tiles.n), (k, "K", tiles.k)):
+        plan.tiles[_key(loop)] = TileChoice(axis_name(loop), size, False, f"BLOCK_{role}")
+    plan.notes += tile_sizes.tile_notes(spec, dtype, extents, dots, tiles, batch, out_bytes)
     return plan
 
 
@@ -413,8 +416,7 @@ def _dot_loops(realize, enclosing: list, tiles: dict[int, TileChoice], limits: B
     """(m, n, k) loops when a contraction block's tiled loops are exactly one M, one N and one K
     tile axis, each at least tl.dot's minimum: then the block is a tl.dot; else why not."""
     a, b = contraction_operands(realize.block)
-    a_vars = a.var_names
-    b_vars = b.var_names
+    a_vars, b_vars = a.var_names, b.var_names
     roles: dict[str, list[tirx.For]] = {"m": [], "n": [], "k": [], "other": []}
     untiled_k = []
     for loop in enclosing:

@@ -1,0 +1,101 @@
+"""The contraction tile size model: the GEMM price (tir_passes/contracts/gemm_price.py) narrows the
+tiles of GEMV-like shapes to fill the GPU, widens those of large 16-bit GEMMs on sm_90, and leaves
+square shapes' tiles as wide as they were."""
+
+import os
+import sys
+
+from tvm import s_tir, tirx
+from tvm.script import tirx as T
+import tvm_ffi
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+
+from matmul import make_matmul  # noqa: E402
+
+from tir_passes.contracts.gemm_price import GemmTiles, gemm_price  # noqa: E402
+from tir_passes.contracts.gpu_specs import gpu_spec  # noqa: E402
+from tir_passes.contracts.tile_contract import DECISIONS_KEY, kernel_tile, loop_tile  # noqa: E402
+from tir_passes.infra.pass_util import top_level_statements  # noqa: E402
+from tir_passes.passes.tile_sizes import base_sizes, contraction_tiles  # noqa: E402
+from tir_passes.passes.tiling import tile_function  # noqa: E402
+
+H200, A100 = gpu_spec("H200"), gpu_spec("A100")
+
+
+def _programs(extents, tiles):
+    m, n = (tiles["M"], tiles["N"]) if isinstance(tiles, dict) else (tiles.m, tiles.n)
+    return -(-extents["M"] // m) * -(-extents["N"] // n)
+
+
+def test_gemv_like_shapes_get_narrower_tiles_deeper_steps_and_more_stages():
+    for m, n, k in ((16, 4096, 4096), (4096, 16, 4096), (8, 2048, 8192)):   # decode step, its transpose, another
+        extents = {"M": m, "N": n, "K": k}
+        base = base_sizes(H200, "float16", extents)
+        tiles = contraction_tiles(H200, "float16", extents, out_bytes=2)
+        assert tiles.m * tiles.n < base["M"] * base["N"], (extents, tiles)
+        assert tiles.k >= 128 and tiles.stages == 4
+        assert _programs(extents, base) < _programs(extents, tiles) <= H200.multiprocessors
+        priced = [gemm_price(H200, 2, 2, extents, t).seconds
+                  for t in (tiles, GemmTiles(base["M"], base["N"], base["K"], 3, 4))]
+        assert priced[0] < 0.9 * priced[1]
+
+
+def test_a_batch_that_fills_the_gpu_keeps_the_tiles():
+    extents = {"M": 16, "N": 4096, "K": 4096}
+    tiles = contraction_tiles(H200, "float16", extents, batch=8, out_bytes=2)
+    assert (tiles.m, tiles.n, tiles.k) == (16, 128, 64)
+
+
+def test_square_shapes_are_not_narrowed():
+    for size in (2048, 4096, 8192):
+        extents = {"M": size, "N": size, "K": size}
+        tiles = contraction_tiles(H200, "float16", extents)
+        assert min(tiles.m, tiles.n) == 128 and tiles.k == 64 and tiles.stages == 3
+        a100 = contraction_tiles(A100, "float16", extents)
+        assert (a100.m, a100.n, a100.k, a100.stages, a100.warps) == (128, 128, 64, 3, 8)
+
+
+def test_large_16_bit_gemms_get_wide_tiles_on_sm_90_only():
+    # what the H200 sweep measured for a shape whose tiles do not divide (docs/benchmarks.md)
+    extents = {"M": 3000, "N": 5000, "K": 1000}
+    tiles = contraction_tiles(H200, "float16", extents)
+    assert (tiles.m, tiles.n, tiles.k, tiles.warps) == (128, 256, 64, 8)
+    assert contraction_tiles(A100, "float16", extents).n == 128
+    assert contraction_tiles(H200, "float32", extents).n == 64   # fp32 keeps its tiles
+    # small shapes, all launch: the base stays (the price must save CONFIDENCE to move it)
+    small = contraction_tiles(H200, "float32", {"M": 67, "N": 45, "K": 33})
+    assert (small.m, small.n, small.k) == (64, 64, 32)
+
+
+@T.prim_func(s_tir=True)
+def decode_columns_first(A: T.Buffer((16, 4096), "float16"), B: T.Buffer((4096, 4096), "float16"),
+                         C: T.Buffer((16, 4096), "float16")):
+    # the decode matmul with its spatial loops swapped: the same contraction
+    for j, i, k in T.grid(4096, 16, 4096):
+        with T.sblock("C"):
+            vj, vi, vk = T.axis.remap("SSR", [j, i, k])
+            with T.init():
+                C[vi, vj] = T.float16(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+def _plan(func):
+    tiled = tile_function(func, H200)
+    found = {}
+    tvm_ffi.structural_walk(tiled.body, (tirx.For, lambda f: found.__setitem__(f.loop_var.name, loop_tile(f))))
+    sizes = {tile.block: tile.size for tile in found.values() if tile is not None and tile.role == "tile"}
+    kernel = kernel_tile(top_level_statements(tiled)[0])
+    root = tiled.body.block if isinstance(tiled.body, s_tir.SBlockRealize) else None
+    decisions = str(root.annotations.get(DECISIONS_KEY, "")) if root is not None else ""
+    return sizes, kernel, decisions
+
+
+def test_the_plan_records_the_filling_tiles_and_says_why_whatever_the_loop_order():
+    plain = _plan(make_matmul(16, 4096, 4096, "float16", "float16"))
+    swapped = _plan(decode_columns_first)
+    for sizes, kernel, decisions in (plain, swapped):
+        assert sizes["BLOCK_M"] == 16 and sizes["BLOCK_N"] < 128 and sizes["BLOCK_K"] == 128
+        assert kernel.num_stages == 4 and kernel.num_warps == 4
+        assert "fill the GPU" in decisions and "instead of 16x128x64" in decisions
+    assert plain[0] == swapped[0]

@@ -1,0 +1,141 @@
+"""The price of a tiled contraction (a GEMM): the tile size model (tir_passes/passes/tile_sizes.py)
+ranks its candidate tiles by it and the hardware model (triton_codegen/hardware_model.py) draws its
+tensor-core term and its bandwidth ceiling from the same terms, so the two never disagree on why a
+tile wins.
+
+    per SM    = ceil(P / SMs) programs (tiles) for the busiest SM
+    in flight = (stages − 1) × (BLOCK_M + BLOCK_N) × BLOCK_K × element bytes, per program
+    compute   = per SM × (tile flops / (tensor peak / SMs) + TILE_SECONDS) + stored bytes / copy bandwidth
+    memory    = max((operands + output) / min(copy bandwidth, resident programs × in flight / latency),
+                    per SM × a program's operand bytes / min(in flight / latency, L2 bandwidth / SMs))
+    seconds   = LAUNCH_SECONDS + max(memory, compute)
+
+TILE_SECONDS is what a tile costs beyond its tensor-core time (the pipeline's fill, the
+accumulator's drain and store), measured on the H200: on 3000×5000×1000 fp16 (2026-12-01 sweep)
+128×128 tiles took 103 µs and 128×256 tiles 77.9 µs, which the formula meets with 5.9 µs a tile
+and no other free term; it then predicts 203 µs for 4096³ at 128×128 (measured 210) and 180 µs at
+128×256 (torch.compile's Triton template, measured 180.5). The memory term is Little's law twice:
+over the GPU (the decode step 16×4096·4096ᵀ in 32 programs of 16×128×64 keeps 1.2 MB in flight, half
+of what the copy bandwidth needs; predicted 22 µs, measured 39.8) and per program (a long reduction
+on few programs).
+
+Imports nothing that needs TVM (the hardware model runs where the tuner does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tir_passes.contracts.gpu_specs import GpuSpec
+
+LAUNCH_SECONDS = 5e-6             # a kernel's launch, ramp-up and drain (the hardware model's)
+MEMORY_LATENCY_SECONDS = 600e-9   # DRAM latency under load: Little's law sizes the bytes in flight
+TILE_SECONDS = 5.9e-6             # a tile's fixed cost on top of its tensor-core time (see above)
+# a persistent program's saving on each tile after its first (no block launch, no cold start), from
+# the H200 sweep's 128×128×64 tiles at 4 stages: 99.3 µs one program a tile, 95.5 µs one program an
+# SM over 8 tiles each; at 128×256 it lost 1.9 µs (77.9 against 79.8): not a gain the price trusts
+PERSISTENT_SAVING_SECONDS = 0.5e-6
+CONFIDENCE = 0.1                  # the share of a price a choice must save to become a default
+WGMMA_ROWS = 64                   # rows of one warpgroup MMA: the B tile is read once per 64 rows
+
+
+@dataclass(frozen=True)
+class GemmTiles:
+    """A contraction's tiles and pipeline, as the tile size model proposes them."""
+
+    m: int
+    n: int
+    k: int
+    stages: int
+    warps: int
+
+
+@dataclass(frozen=True)
+class GemmPrice:
+    seconds: float
+    programs: int
+    bound: str            # "memory" or "compute"
+    shared_bytes: float   # shared-memory traffic of all tiles: the tie-break between equal prices
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def peak_flops(spec: GpuSpec) -> float:
+    return (spec.fp16_tensor_tflops or spec.fp32_tflops or 1.0) * 1e12
+
+
+def compute_seconds(spec: GpuSpec, flops_per_program: float, per_sm: int, stored_bytes: float,
+                    peak: float | None = None) -> float:
+    """The busiest SM's tensor-core time for its programs, each with its fixed cost, then the stores
+    of the accumulators (not hidden under the next tile's loads: measured, 60 MB of fp32 output add
+    14 µs to 3000×5000×1000)."""
+    per_sm_peak = (peak or peak_flops(spec)) / spec.multiprocessors
+    return per_sm * (flops_per_program / per_sm_peak + TILE_SECONDS) + stored_bytes / copy_bytes_per_second(spec)
+
+
+def copy_bytes_per_second(spec: GpuSpec) -> float:
+    return spec.model_copy_bandwidth_gbs * 1e9
+
+
+def stream_bandwidth(spec: GpuSpec, programs: int, in_flight_per_program: float) -> float:
+    """Bytes per second the loads of `programs` reach from DRAM: Little's law over the bytes the
+    resident ones keep in flight, at most the copy bandwidth."""
+    copy = copy_bytes_per_second(spec)
+    if not in_flight_per_program:
+        return copy
+    return min(copy, min(programs, spec.multiprocessors) * in_flight_per_program / MEMORY_LATENCY_SECONDS)
+
+
+def program_stream_seconds(spec: GpuSpec, per_sm: int, program_bytes: float, in_flight_per_program: float,
+                           resident: int = 1) -> float:
+    """The busiest SM's time to stream its programs' operand tiles (from L2 or DRAM): each program
+    keeps `in_flight_per_program` bytes in flight (Little's law), `resident` of them at once, within
+    the SM's share of the L2 bandwidth. One 16×16 program walking 65536 K steps streams 4 MiB at
+    about 40 GB/s however idle the GPU is: what makes a long reduction on few programs slow."""
+    if not in_flight_per_program:
+        return 0.0
+    l2_share = (spec.l2_bandwidth_gbs or 2.5 * spec.model_copy_bandwidth_gbs) * 1e9 / spec.multiprocessors
+    bandwidth = min(l2_share, max(1, resident) * in_flight_per_program / MEMORY_LATENCY_SECONDS)
+    return per_sm * program_bytes / bandwidth
+
+
+def shared_bytes_per_step(tiles: GemmTiles, element_bytes: int) -> int:
+    """Shared-memory traffic of one K step: the operand tiles written once, A read once and B once
+    per WGMMA_ROWS rows of the tile (a 256-row tile reads B four times, a 128-row one twice)."""
+    a, b = tiles.m * tiles.k * element_bytes, tiles.n * tiles.k * element_bytes
+    return 2 * a + b + b * max(1, tiles.m // WGMMA_ROWS)
+
+
+def gemm_price(spec: GpuSpec, element_bytes: int, out_bytes: int, extents: dict[str, int], tiles: GemmTiles,
+               batch: int = 1) -> GemmPrice:
+    """The model's time of C[M, N] = A[M, K]·B[K, N] at these tiles, `batch` times over (the
+    other spatial loops, program ids too)."""
+    m, n, k = extents["M"], extents["N"], extents["K"]
+    programs = cdiv(m, tiles.m) * cdiv(n, tiles.n) * batch
+    steps = cdiv(k, tiles.k)
+    per_sm = cdiv(programs, spec.multiprocessors)
+    in_flight = max(1, tiles.stages - 1) * (tiles.m + tiles.n) * tiles.k * element_bytes
+    operand_bytes = (m * k + n * k) * element_bytes * batch
+    stored = m * n * out_bytes * batch
+    program_bytes = (tiles.m + tiles.n) * tiles.k * steps * element_bytes
+    memory = max((operand_bytes + stored) / stream_bandwidth(spec, programs, in_flight),
+                 program_stream_seconds(spec, per_sm, program_bytes, in_flight))
+    compute = compute_seconds(spec, 2.0 * tiles.m * tiles.n * tiles.k * steps, per_sm, stored)
+    shared = float(programs * steps * shared_bytes_per_step(tiles, element_bytes))
+    bound = "memory" if memory > compute else "compute"
+    return GemmPrice(LAUNCH_SECONDS + max(memory, compute), programs, bound, shared)
+
+
+def persistent_saving(per_sm: int) -> float:
+    """What a persistent grid (one program an SM walking its tiles) saves over a program a tile."""
+    return max(0, per_sm - 1) * PERSISTENT_SAVING_SECONDS
+
+
+def persistent_default(spec: GpuSpec, tiles: int) -> int:
+    """The default programs per SM of a kernel written persistent (0: a program a tile): 1 where the
+    saving is CONFIDENCE of the tiles' fixed costs alone (a lower bound of the kernel's time). With
+    PERSISTENT_SAVING_SECONDS under a tenth of TILE_SECONDS it never is: the tuner times both."""
+    per_sm = cdiv(tiles, spec.multiprocessors)
+    return 1 if persistent_saving(per_sm) > CONFIDENCE * per_sm * TILE_SECONDS else 0
