@@ -218,8 +218,8 @@ def test_a_meaning_preserving_rewrite_gives_the_same_gradients():
 
 
 def test_the_narrow_operand_decision_survives_a_rewrite():
-    """fp16 operands into fp32, written in TE with the product's operands swapped: the same record, and an
-    fp16 x fp32 product (not a narrow contraction) gets none."""
+    """fp16 operands into fp32, written in TE with the product's operands swapped: the same record; an
+    fp16 x fp32 product and a sum of squares (not narrow contractions) get none."""
     a_te = te.placeholder((5, 3), "float16", name="P")
     b_te = te.placeholder((3, 4), "float16", name="Q")
     k = te.reduce_axis((0, 3), name="r")
@@ -231,6 +231,8 @@ def test_the_narrow_operand_decision_survives_a_rewrite():
     wide_b = te.placeholder((3, 4), "float32", name="Q")
     mixed = te.compute((5, 4), lambda x, y: te.sum(a_te[x, k].astype("float32") * wide_b[k, y], axis=k), name="R")
     assert contraction_adjoints(differentiate(te.create_prim_func([a_te, wide_b, mixed]), ["P"])) == ()
+    squares = te.compute((5,), lambda x: te.sum(a_te[x, k].astype("float32") * a_te[x, k].astype("float32"), axis=k))
+    assert contraction_adjoints(differentiate(te.create_prim_func([a_te, squares]), ["P"])) == ()  # no dot's shape
 
 
 # --- refusals ---------------------------------------------------------------------------------

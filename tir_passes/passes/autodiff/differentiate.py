@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 from ...contracts.autodiff import ContractionAdjoint, GradientSignature, write_records
@@ -284,7 +285,21 @@ def narrow_operand_dtype(block: ForwardBlock) -> str | None:
     wide = block.output.dtype
     if narrow is None or not is_float(narrow) or not is_float(wide) or _bits(narrow) >= _bits(wide):
         return None
-    return narrow
+    return narrow if _is_contraction(block, [x.value for x in operands]) else None
+
+
+def _is_contraction(block: ForwardBlock, loads: list) -> bool:
+    """Each operand lacks a spatial variable the other has (A[i, k]·B[k, j]): a tl.dot's shape, not a
+    weighted row reduction (X[i, k]·X[i, k], X[i, k]·w[k]), whose adjoint is elementwise."""
+    spatial = {v.__chandle__() for v in block.out_indices}
+    used = [{v.__chandle__() for index in load.indices for v in _vars_in(index)} & spatial for load in loads]
+    return bool(used[0] - used[1]) and bool(used[1] - used[0])
+
+
+def _vars_in(expr) -> list:
+    found: list = []
+    tvm_ffi.structural_walk(expr, (tvm.ir.Var, found.append))
+    return found
 
 
 def _bits(dtype: str) -> int:
