@@ -74,6 +74,34 @@ def row_tile(extent: int | None) -> tuple[int, bool]:
     return min(next_power_of_two(extent or UNKNOWN_EXTENT), LIMITS.max_row_tile), False
 
 
+COLUMN_STEP = 64  # rows per step of a column reduction: 64 columns x 64 rows of loads per program
+COLUMN_TILE = 64  # the columns a program of a column reduction holds (ROW_ELEMENTS_PER_PROGRAM / COLUMN_STEP)
+COLUMN_PROGRAMS_PER_SM = 4   # programs a column reduction wants per multiprocessor (loads in flight)
+MIN_COLUMN_STEPS = 8         # COLUMN_STEP steps each split of a column reduction keeps
+
+
+def column_splits(spec: GpuSpec, rows: int, programs: int) -> int:
+    """How many slices of rows a column reduction's programs are split into (partials summed after):
+    doubling while the programs do not fill COLUMN_PROGRAMS_PER_SM per multiprocessor, the slices
+    divide the rows and each keeps MIN_COLUMN_STEPS steps (a few MiB of bandwidth-bound loads need
+    many programs in flight: 128 column tiles are one per multiprocessor)."""
+    splits = 1
+    while (programs * splits < COLUMN_PROGRAMS_PER_SM * spec.multiprocessors and splits * 2 <= MAX_SPLITS
+           and rows % (splits * 2) == 0 and rows // (splits * 2) >= MIN_COLUMN_STEPS * COLUMN_STEP):
+        splits *= 2
+    return splits
+
+
+def column_tile(extent: int | None) -> int:
+    return min(COLUMN_TILE, next_power_of_two(extent or COLUMN_TILE))
+
+
+def column_step(extent: int | None) -> int:
+    """The tile of a column reduction's (strided) reduction loop, stepped by a serial loop; the
+    fused rows (here: the columns, contiguous) then get ROW_ELEMENTS_PER_PROGRAM / this."""
+    return min(COLUMN_STEP, next_power_of_two(extent or COLUMN_STEP))
+
+
 def fused_rows(widest: int, row_extent: int | None, has_contraction: bool) -> int:
     rows = max(1, power_of_two_floor(max(1, ROW_ELEMENTS_PER_PROGRAM // widest)))
     if has_contraction:
