@@ -35,8 +35,9 @@ import math
 import tvm
 from tvm import s_tir, tirx
 
+from tir_passes.analyses.columns import reduces_down_columns
 from tir_passes.analyses.nest import (REDUCE, SPATIAL, bound_iter_var, contraction_operands, loop_kind, operands_dtype,
-                                     perfect_nest, vars_of)
+                                     perfect_nest)
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.contracts.tile_contract import SPLIT_KEY, SplitMark, split_value
 from tir_passes.infra.dtypes import element_bytes
@@ -110,7 +111,7 @@ def column_split_decision(stmt, spec: GpuSpec) -> tuple[str, tirx.For, int] | No
         return None
     reductions = [loop for loop in loops if loop_kind(loop, realize) == REDUCE]
     spatial = [loop for loop in loops if loop_kind(loop, realize) == SPATIAL]
-    if len(reductions) != 1 or not spatial or not _down_columns(realize, reductions[0], spatial[-1]):
+    if len(reductions) != 1 or not spatial or not reduces_down_columns(reductions[0], spatial[-1], realize):
         return None
     rows = static_int(reductions[0].extent)
     extents = [static_int(loop.extent) for loop in spatial]
@@ -118,17 +119,6 @@ def column_split_decision(stmt, spec: GpuSpec) -> tuple[str, tirx.For, int] | No
         return None
     splits = column_splits(spec, rows, math.prod(extents[:-1]) * -(-extents[-1] // COLUMN_TILE))
     return (block.name_hint, reductions[0], splits) if splits > 1 else None
-
-
-def _down_columns(realize, reduction: tirx.For, column: tirx.For) -> bool:
-    """Every load of a matrix is contiguous along `column` and strided along `reduction`."""
-    names = {iv.var.name for iv, value in zip(realize.block.iter_vars, realize.iter_values)
-             if isinstance(value, tirx.Var) and value.same_as(column.loop_var)}
-    reduced = {iv.var.name for iv, value in zip(realize.block.iter_vars, realize.iter_values)
-               if isinstance(value, tirx.Var) and value.same_as(reduction.loop_var)}
-    loads = [r for r in realize.block.reads if len(r.region) >= 2]
-    last = [{v.name for v in vars_of(r.region[-1].min)} for r in loads]
-    return bool(loads) and bool(names) and all(names & used and not reduced & used for used in last)
 
 
 def _split(func: tirx.PrimFunc, block_name: str, k_loop: tirx.For, splits: int) -> tirx.PrimFunc:

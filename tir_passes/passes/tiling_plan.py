@@ -5,7 +5,8 @@ pass (tiling.py) applies a plan with TVM's schedule and writes it as the tiling 
 Kernel shapes:
   perfect nest   loops around one block: a contraction gets dot-sized M/N/K tiles, a transposed
                  nest square tiles over its two contiguous loops, any other nest its innermost
-                 reduction loop and innermost spatial loops as tiles (tile_sizes.py);
+                 reduction loop and innermost spatial loops as tiles (tile_sizes.py), a column
+                 reduction (columns.py) tiles of columns stepped down the rows;
   fused nest     shared loops around sub-nests (LoopFusion's output): the shared loops are program
                  ids and a tile of rows, each sub-nest's innermost reduction and spatial loops are
                  column tiles; whole-row tiles of sibling sub-nests over the same buffer axis are one
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 from tvm import s_tir, tirx
 
+from tir_passes.analyses.columns import column_loop, reduces_down_columns
 from tir_passes.passes import tile_sizes
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
@@ -221,14 +223,13 @@ def _plan_general(spec: GpuSpec, loops, realize, blocked, axis_name, determinist
     reduce = [loop for loop in free if loop_kind(loop, realize) == REDUCE]
     spatial = [loop for loop in free if loop_kind(loop, realize) == SPATIAL]
     remaining = tile_sizes.spatial_budget(spec, dtype)
-    column = _column_loop(reduce, spatial, realize)
-    if column is not None:  # a column reduction: tiles of columns, stepped down the rows, coalesced
-        plan.tiles[_key(column)] = TileChoice(axis_name(column), tile_sizes.column_tile(static_int(column.extent)), False)
-        plan.tiles[_key(reduce[-1])] = TileChoice(axis_name(reduce[-1]), tile_sizes.column_step(
-            static_int(reduce[-1].extent)), False)
+    column = column_loop(reduce[-1], spatial, realize) if reduce and not deterministic else None
+    if column is not None:  # a column reduction: tiles of columns stepped down the rows, every load coalesced
+        for loop, size in ((column, tile_sizes.column_tile(static_int(column.extent))),
+                           (reduce[-1], tile_sizes.column_step(static_int(reduce[-1].extent)))):
+            plan.tiles[_key(loop)] = TileChoice(axis_name(loop), size, False)
         plan.num_warps = tile_sizes.fused_warps(tile_sizes.COLUMN_TILE, tile_sizes.COLUMN_STEP)
-        plan.notes.append(f"loop {reduce[-1].loop_var.name} reduces down the columns of loop "
-                          f"{column.loop_var.name}: column tiles stepped down the rows, every load coalesced")
+        plan.notes.append(f"loop {reduce[-1].loop_var.name} reduces down the columns of loop {column.loop_var.name}")
         return plan
     if reduce:
         size, plan.num_warps, remaining = tile_sizes.reduction_size(spec, dtype, static_int(reduce[-1].extent))
@@ -372,25 +373,6 @@ def _recomputes_the_row(loop: tirx.For, realize, recomputed: frozenset[str]) -> 
     return realize.block.name_hint in recomputed and loop_kind(loop, realize) == SPATIAL
 
 
-def _column_loop(reduce: list, spatial: list, realize) -> tirx.For | None:
-    """The spatial loop a column reduction's loads are contiguous along (None: not a column reduction)."""
-    if not reduce:
-        return None
-    return next((loop for loop in reversed(spatial) if _reduces_down_columns(reduce[-1], realize, [loop])), None)
-
-
-def _reduces_down_columns(loop: tirx.For, realize, shared: list) -> bool:
-    """A column reduction (d_weight[j] = Σ_i dY[i, j]·X[i, j]): the innermost shared loop drives the
-    contiguous index of every load of a matrix, the reduction loop none. Its whole column as one tile
-    would be a strided walk of one element per row; the shared loop is the axis to tile."""
-    row, reduced = _bound_name(shared[-1], realize), _bound_name(loop, realize)
-    accesses = block_accesses(realize.block)
-    stored = {a.buffer.name for a in accesses if a.is_store}   # the accumulator's own read is not a load
-    loads = [a for a in accesses if not a.is_store and a.buffer.name not in stored and len(a.indices) >= 2]
-    last = [{v.name for v in vars_of(a.indices[-1])} for a in loads]
-    return bool(loads) and row is not None and all(row in names and reduced not in names for names in last)
-
-
 def _plan_fused(
     spec: GpuSpec, shape: FusedShape, blocked, deterministic=False, recomputed: frozenset[str] = frozenset()
 ) -> KernelPlan:
@@ -414,11 +396,11 @@ def _plan_fused(
             loop = candidates[-1]
             extent = static_int(loop.extent)
             size, whole = tile_sizes.row_tile(extent)
-            if kind == REDUCE and online_rows is None and _reduces_down_columns(loop, realize, shape.shared):
-                size, whole = tile_sizes.column_step(extent), False
-                plan.notes.append(f"loop {loop.loop_var.name} reduces down columns (the loads run along "
-                                  f"{shape.shared[-1].loop_var.name}): stepped in tiles of {size} rows, the "
-                                  "columns tiled, so every load coalesces")
+            if kind == REDUCE and online_rows is None and not deterministic \
+                    and reduces_down_columns(loop, shape.shared[-1], realize):
+                size, whole = tile_sizes.column_step(extent), False  # a column reduction: the columns get the tile
+                plan.notes.append(f"loop {loop.loop_var.name} reduces down the columns of loop "
+                                  f"{shape.shared[-1].loop_var.name}")
             elif online_rows is not None and _recomputes_the_row(loop, realize, recomputed):
                 size, whole = online_columns, False  # the row's scores again, beside the online loop: tl.dot tiles
             elif online_rows is not None and not whole:
