@@ -26,6 +26,11 @@ is a contraction of two loaded operands into float32 (the partials' type; tl.dot
 it) with static extents are split; symbolic shapes, fp16 accumulators, operands computed in
 registers (attention's weights, which OnlineSoftmax fuses) and nests whose programs (M·N tiles
 times the other spatial loops, a batch) fill the GPU are left alone.
+Column reductions too (`dW[j] += dY[i, j]·X[i, j]`, analyses/columns.py: every matrix load strided
+along the reduction), static, into float32, whose column tiles leave fewer than
+tile_sizes.COLUMN_PROGRAMS_PER_SM programs per multiprocessor: the rows are split into slices of
+at least 512 (tile_sizes.column_splits), the same rfactor and SplitMark (a norm's weight gradient
+over 16384 rows: 128 programs become 1024).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@
 - other nests: the innermost reduction loop as one tile up to a register budget (8 warps when a
   row is longer than what 4 warps hold), then the innermost spatial loops within what is left;
 - fused rows: whole-row tiles (up to the widest row tile) and as many rows as fit 4096 elements;
+- column reductions (the reduced axis strided in every load): 64 columns stepped down 64 rows, and
+  the rows split into partials while the programs do not fill the GPU (column_splits);
 - online nests (a running maximum with sums over the same loop, OnlineSoftmax): that loop in
   tiles of 64 (32 for fp32) beside rows of 128 (64), the shape of flash attention's tiles.
 """
