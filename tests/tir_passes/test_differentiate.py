@@ -9,7 +9,7 @@ from tvm import s_tir, te, tirx
 from tvm.script import tirx as T
 
 from tir_passes import NotDifferentiableError, differentiate
-from tir_passes.contracts.autodiff import forward_values, signature
+from tir_passes.contracts.autodiff import contraction_adjoints, forward_values, signature
 
 N = 7
 
@@ -215,6 +215,24 @@ def test_a_meaning_preserving_rewrite_gives_the_same_gradients():
     theirs = llvm_gradients(rewritten, ["P", "Q"], {"P": a, "Q": b}, {"R": grad})
     torch.testing.assert_close(ours["A"], theirs["P"], rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(ours["B"], theirs["Q"], rtol=1e-12, atol=1e-12)
+
+
+def test_the_narrow_operand_decision_survives_a_rewrite():
+    """fp16 operands into fp32, written in TE with the product's operands swapped: the same record; an
+    fp16 x fp32 product and a sum of squares (not narrow contractions) get none."""
+    a_te = te.placeholder((5, 3), "float16", name="P")
+    b_te = te.placeholder((3, 4), "float16", name="Q")
+    k = te.reduce_axis((0, 3), name="r")
+    out = te.compute((5, 4), lambda x, y: te.sum(b_te[k, y].astype("float32") * a_te[x, k].astype("float32"),
+                                                 axis=k), name="R")
+    rewritten = te.create_prim_func([a_te, b_te, out]).with_attr("global_symbol", "mm")
+    assert [(c.block, c.gradient, c.operand_dtype) for c in contraction_adjoints(differentiate(rewritten, ["P"]))] \
+        == [("R", "d_R", "float16")]
+    wide_b = te.placeholder((3, 4), "float32", name="Q")
+    mixed = te.compute((5, 4), lambda x, y: te.sum(a_te[x, k].astype("float32") * wide_b[k, y], axis=k), name="R")
+    assert contraction_adjoints(differentiate(te.create_prim_func([a_te, wide_b, mixed]), ["P"])) == ()
+    squares = te.compute((5,), lambda x: te.sum(a_te[x, k].astype("float32") * a_te[x, k].astype("float32"), axis=k))
+    assert contraction_adjoints(differentiate(te.create_prim_func([a_te, squares]), ["P"])) == ()  # no dot's shape
 
 
 # --- refusals ---------------------------------------------------------------------------------

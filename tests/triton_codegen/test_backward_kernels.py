@@ -8,8 +8,8 @@ from tvm.script import tirx as T
 
 from helpers import compile_and_check
 from tir_passes import differentiate
-from tir_passes.contracts.autodiff import signature
-from triton_codegen import compile
+from tir_passes.contracts.autodiff import contraction_adjoints, signature
+from triton_codegen import check_against_tvm, compile
 
 M, N, K = 5, 7, 3
 
@@ -109,6 +109,57 @@ def test_matmul_backward_is_two_tl_dots():
     func, _, _ = EXAMPLES["matmul"]
     kernel = compile(differentiate(func, ["A", "B"]), verify=False)
     assert len(kernel.program.kernels) == 2 and kernel.tile_ir.count("= dot(") == 2
+
+
+def test_fp16_matmul_backward_is_two_fp16_dots_like_the_forward():
+    """fp16 x fp16 -> fp32: the adjoints round d_C to fp16 (the record says so), so both are tl.dots of fp16
+    operands (tensor cores, the forward's speed), not float32 "ieee" dots; checked against TVM and torch,
+    and compiled for sm_90/sm_80, at odd shapes."""
+    import matmul
+
+    func = matmul.make_matmul(37, 21, 19, "float16", "float32")
+    backward = differentiate(func, ["A", "B"])
+    assert [(c.block, c.gradient, c.operand_dtype) for c in contraction_adjoints(backward)] == [("C", "d_C", "float16")]
+    kernel = compile_and_check(backward)
+    assert len(kernel.program.kernels) == 2 and kernel.source.count("tl.dot(") == 4   # each with its TMA variant
+    assert "input_precision" not in kernel.source and kernel.source.count(".to(tl.float16), ") >= 1
+    generator = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(shape, generator=generator).half() for shape in ((37, 19), (19, 21)))
+    out, grad, expected = torch_reference(lambda x, y: x.double() @ y.double(), [a, b])
+    ours = run_backward(kernel, backward, ["A", "B"], [a, b], grad.float(), {})
+    for param, value in zip(["A", "B"], expected):
+        error = ((ours[param].double() - value).abs().max() / value.abs().max()).item()
+        assert error <= 2e-3, f"d{param} differs from float64 autograd by {error:.2e} (relative)"
+
+
+def test_layernorm_backward_column_reductions_are_split_into_row_partials():
+    """d_gamma and d_beta (sums over 1024 rows) are each a kernel of row partials (2 slices of 512 rows, column
+    tiles stepped down the rows) and a kernel summing them, beside mean, var and the row kernel: 7 kernels,
+    checked against TVM and torch autograd."""
+    import layernorm
+
+    rows, cols = 1024, 24
+    func = layernorm.make_layernorm(rows, cols)
+    backward = differentiate(func, ["X", "gamma", "beta"])
+    # the kernel against TVM's llvm build; the per-pass checks are off: FactorOutOfSums' numerics check flags
+    # cancellation in d_X on all-negative data at this shape (before SplitReduction runs)
+    kernel = compile(backward, verify=False)
+    report = check_against_tvm(kernel, backward)
+    assert report.ok, str(report)
+    assert len(kernel.program.kernels) == 7
+    assert "TIR blocks: d_gamma_from_normalize_rf" in kernel.source and "TIR blocks: d_beta_from_normalize_rf" in kernel.source
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(shape, generator=generator) for shape in ((rows, cols), (cols,), (cols,))]
+    _, grad, expected = torch_reference(lambda x, g, b: F.layer_norm(x, (cols,), g, b, 1e-5), inputs)
+    ours = run_backward(kernel, backward, ["X", "gamma", "beta"], inputs, grad, {})
+    for param, value in zip(["X", "gamma", "beta"], expected):
+        error = ((ours[param] - value).abs().max() / value.abs().max()).item()
+        assert error <= 1e-3, f"d{param} differs from torch autograd by {error:.2e} (relative)"
+
+
+def test_fp32_matmul_backward_keeps_fp32_operands():
+    func, _, _ = EXAMPLES["matmul"]
+    assert contraction_adjoints(differentiate(func, ["A", "B"])) == ()
 
 
 @T.prim_func(s_tir=True)

@@ -4,6 +4,10 @@
                                          (an input), saved (an output of the forward, kept by the op's
                                          setup_context) or recomputed (an intermediate, its blocks
                                          copied into the backward), with the reason
+  root annotation "autodiff.contractions" ContractionAdjoint per forward contraction whose operands are
+                                         narrower than its accumulator (fp16 x fp16 -> fp32): the dtype
+                                         the incoming gradient is rounded to in its adjoints, so they are
+                                         tl.dots of the forward's operand dtype, with the reason
   root annotation "autodiff.signature"  GradientSignature: which backward parameter is which: the
                                          forward parameters it reads, the gradient of each forward
                                          output it takes, the gradient of each `wrt` it writes
@@ -20,7 +24,7 @@ from tvm import s_tir
 
 from ..errors import NotDifferentiableError
 
-VALUES_KEY, SIGNATURE_KEY = "autodiff.values", "autodiff.signature"
+VALUES_KEY, SIGNATURE_KEY, CONTRACTIONS_KEY = "autodiff.values", "autodiff.signature", "autodiff.contractions"
 INPUT, SAVED, RECOMPUTED = "input", "saved", "recomputed"
 
 
@@ -33,6 +37,14 @@ class ForwardValue:
 
 
 @dataclass(frozen=True)
+class ContractionAdjoint:
+    block: str               # the forward contraction
+    gradient: str            # the gradient buffer its adjoints read
+    operand_dtype: str       # what that gradient is rounded to in the adjoints (the forward's operand dtype)
+    reason: str
+
+
+@dataclass(frozen=True)
 class GradientSignature:
     forward: str                               # the forward PrimFunc's name
     reads: tuple[str, ...]                     # forward parameters, passed in this order first
@@ -40,9 +52,12 @@ class GradientSignature:
     grads: tuple[tuple[str, str], ...]         # (backward parameter, forward input) it writes
 
 
-def write_records(block: s_tir.SBlock, values: list[ForwardValue], sig: GradientSignature) -> dict:
-    """The root block's annotations with both records added."""
+def write_records(block: s_tir.SBlock, values: list[ForwardValue], sig: GradientSignature,
+                  contractions: list[ContractionAdjoint] = ()) -> dict:
+    """The root block's annotations with the records added."""
     annotations = dict(block.annotations.items())
+    annotations[CONTRACTIONS_KEY] = [{"block": c.block, "gradient": c.gradient, "operand_dtype": c.operand_dtype,
+                                      "reason": c.reason} for c in contractions]
     annotations[VALUES_KEY] = [{"buffer": v.buffer, "decision": v.decision, "blocks": list(v.blocks),
                                 "reason": v.reason} for v in values]
     annotations[SIGNATURE_KEY] = {"forward": sig.forward, "reads": list(sig.reads),
@@ -55,6 +70,12 @@ def forward_values(func) -> tuple[ForwardValue, ...]:
     raw = _root_annotation(func, VALUES_KEY)
     return tuple(ForwardValue(str(v["buffer"]), str(v["decision"]), tuple(str(b) for b in v["blocks"]),
                               str(v["reason"])) for v in raw)
+
+
+def contraction_adjoints(func) -> tuple[ContractionAdjoint, ...]:
+    raw = _root_annotation(func, CONTRACTIONS_KEY)
+    return tuple(ContractionAdjoint(str(c["block"]), str(c["gradient"]), str(c["operand_dtype"]), str(c["reason"]))
+                 for c in raw)
 
 
 def signature(func) -> GradientSignature:

@@ -156,9 +156,9 @@ class ScanMark:
 
 @dataclass(frozen=True)
 class SplitMark:
-    """A contraction's reduction loop split across programs (SplitReduction): the block it marks
-    computes partial sums over `splits` slices of the loop, spatial in the slice; the block `of`
-    (the original one) sums the partials."""
+    """A contraction's or a column reduction's reduction loop split across programs (SplitReduction):
+    the block it marks computes partial sums over `splits` slices of the loop, spatial in the slice;
+    the block `of` (the original one) sums the partials."""
 
     splits: int
     of: str

@@ -26,6 +26,11 @@ is a contraction of two loaded operands into float32 (the partials' type; tl.dot
 it) with static extents are split; symbolic shapes, fp16 accumulators, operands computed in
 registers (attention's weights, which OnlineSoftmax fuses) and nests whose programs (M·N tiles
 times the other spatial loops, a batch) fill the GPU are left alone.
+Column reductions too (`dW[j] += dY[i, j]·X[i, j]`, analyses/columns.py: every matrix load strided
+along the reduction), static, into float32, whose column tiles leave fewer than
+tile_sizes.COLUMN_PROGRAMS_PER_SM programs per multiprocessor: the rows are split into slices of
+at least 512 (tile_sizes.column_splits), the same rfactor and SplitMark (a norm's weight gradient
+over 16384 rows: 128 programs become 1024).
 """
 
 from __future__ import annotations
@@ -35,13 +40,14 @@ import math
 import tvm
 from tvm import s_tir, tirx
 
+from tir_passes.analyses.columns import reduces_down_columns
 from tir_passes.analyses.nest import (REDUCE, SPATIAL, bound_iter_var, contraction_operands, loop_kind, operands_dtype,
                                      perfect_nest)
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.contracts.tile_contract import SPLIT_KEY, SplitMark, split_value
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.pass_util import s_tir_pass, static_int, top_level_statements
-from tir_passes.passes.tile_sizes import SplitPrice, split_k_factor
+from tir_passes.passes.tile_sizes import COLUMN_TILE, SplitPrice, column_splits, split_k_factor
 
 
 def _axis_loops(loops, realize) -> dict[str, tirx.For] | None:
@@ -96,6 +102,30 @@ def split_decision(stmt, spec: GpuSpec) -> tuple[str, tirx.For, SplitPrice] | No
     return (block.name_hint, axes["K"], price) if price.splits > 1 else None
 
 
+def column_split_decision(stmt, spec: GpuSpec) -> tuple[str, tirx.For, int] | None:
+    """(block name, reduction loop, splits) of a column reduction (`dW[j] += dY[i, j]·X[i, j]`, the
+    reduced axis strided in every load) whose column tiles alone leave the GPU idle."""
+    nest = perfect_nest(stmt)
+    if nest is None:
+        return None
+    loops, realize = nest
+    block = realize.block
+    if block.init is None or not isinstance(block.body, tirx.BufferStore) or SPLIT_KEY in block.annotations:
+        return None
+    if str(block.body.buffer.dtype) != "float32" or contraction_operands(block) is not None:
+        return None
+    reductions = [loop for loop in loops if loop_kind(loop, realize) == REDUCE]
+    spatial = [loop for loop in loops if loop_kind(loop, realize) == SPATIAL]
+    if len(reductions) != 1 or not spatial or not reduces_down_columns(reductions[0], spatial[-1], realize):
+        return None
+    rows = static_int(reductions[0].extent)
+    extents = [static_int(loop.extent) for loop in spatial]
+    if rows is None or None in extents:
+        return None
+    splits = column_splits(spec, rows, math.prod(extents[:-1]) * -(-extents[-1] // COLUMN_TILE))
+    return (block.name_hint, reductions[0], splits) if splits > 1 else None
+
+
 def _split(func: tirx.PrimFunc, block_name: str, k_loop: tirx.For, splits: int) -> tirx.PrimFunc:
     sch = s_tir.Schedule(tvm.IRModule({"main": func}))
     block = sch.get_sblock(block_name)
@@ -110,6 +140,9 @@ def split_reduction(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     decisions = [d for d in (split_decision(stmt, spec) for stmt in top_level_statements(func)) if d is not None]
     for block_name, k_loop, price in decisions:
         func = _split(func, block_name, k_loop, price.splits)
+    columns = [d for d in (column_split_decision(stmt, spec) for stmt in top_level_statements(func)) if d is not None]
+    for block_name, loop, splits in columns:
+        func = _split(func, block_name, loop, splits)
     return func
 
 

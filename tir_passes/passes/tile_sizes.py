@@ -9,6 +9,8 @@
 - other nests: the innermost reduction loop as one tile up to a register budget (8 warps when a
   row is longer than what 4 warps hold), then the innermost spatial loops within what is left;
 - fused rows: whole-row tiles (up to the widest row tile) and as many rows as fit 4096 elements;
+- column reductions (the reduced axis strided in every load): 64 columns stepped down 64 rows, and
+  the rows split into partials while the programs do not fill the GPU (column_splits);
 - online nests (a running maximum with sums over the same loop, OnlineSoftmax): that loop in
   tiles of 64 (32 for fp32) beside rows of 128 (64), the shape of flash attention's tiles.
 """
@@ -173,6 +175,34 @@ def row_tile(extent: int | None, limits: BackendLimits) -> tuple[int, bool]:
     if extent is not None and extent <= limits.max_row_tile:
         return next_power_of_two(extent), True
     return min(next_power_of_two(extent or UNKNOWN_EXTENT), limits.max_row_tile), False
+
+
+COLUMN_STEP = 64  # rows per step of a column reduction: 64 columns x 64 rows of loads per program
+COLUMN_TILE = 64  # the columns a program of a column reduction holds (ROW_ELEMENTS_PER_PROGRAM / COLUMN_STEP)
+COLUMN_PROGRAMS_PER_SM = 4   # programs a column reduction wants per multiprocessor (loads in flight)
+MIN_COLUMN_STEPS = 8         # COLUMN_STEP steps each split of a column reduction keeps
+
+
+def column_splits(spec: GpuSpec, rows: int, programs: int) -> int:
+    """How many slices of rows a column reduction's programs are split into (partials summed after):
+    doubling while the programs do not fill COLUMN_PROGRAMS_PER_SM per multiprocessor, the slices
+    divide the rows and each keeps MIN_COLUMN_STEPS steps (a few MiB of bandwidth-bound loads need
+    many programs in flight: 128 column tiles are one per multiprocessor)."""
+    splits = 1
+    while (programs * splits < COLUMN_PROGRAMS_PER_SM * spec.multiprocessors and splits * 2 <= MAX_SPLITS
+           and rows % (splits * 2) == 0 and rows // (splits * 2) >= MIN_COLUMN_STEPS * COLUMN_STEP):
+        splits *= 2
+    return splits
+
+
+def column_tile(extent: int | None) -> int:
+    return min(COLUMN_TILE, next_power_of_two(extent or COLUMN_TILE))
+
+
+def column_step(extent: int | None) -> int:
+    """The tile of a column reduction's (strided) reduction loop, stepped by a serial loop; the
+    fused rows (here: the columns, contiguous) then get ROW_ELEMENTS_PER_PROGRAM / this."""
+    return min(COLUMN_STEP, next_power_of_two(extent or COLUMN_STEP))
 
 
 def fused_rows(widest: int, row_extent: int | None, has_contraction: bool, limits: BackendLimits) -> int:

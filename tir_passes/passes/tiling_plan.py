@@ -5,7 +5,8 @@ pass (tiling.py) applies a plan with TVM's schedule and writes it as the tiling 
 Kernel shapes:
   perfect nest   loops around one block: a contraction gets dot-sized M/N/K tiles, a transposed
                  nest square tiles over its two contiguous loops, any other nest its innermost
-                 reduction loop and innermost spatial loops as tiles (tile_sizes.py);
+                 reduction loop and innermost spatial loops as tiles (tile_sizes.py), a column
+                 reduction (columns.py) tiles of columns stepped down the rows;
   fused nest     shared loops around sub-nests (LoopFusion's output): the shared loops are program
                  ids and a tile of rows, each sub-nest's innermost reduction and spatial loops are
                  column tiles; whole-row tiles of sibling sub-nests over the same buffer axis are one
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 from tvm import s_tir, tirx
 
+from tir_passes.analyses.columns import column_loop, reduces_down_columns
 from tir_passes.passes import tile_sizes
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
@@ -224,6 +226,14 @@ def _plan_general(spec: GpuSpec, loops, realize, blocked, axis_name, determinist
     reduce = [loop for loop in free if loop_kind(loop, realize) == REDUCE]
     spatial = [loop for loop in free if loop_kind(loop, realize) == SPATIAL]
     remaining = tile_sizes.spatial_budget(spec, dtype)
+    column = column_loop(reduce[-1], spatial, realize) if reduce and not deterministic else None
+    if column is not None:  # a column reduction: tiles of columns stepped down the rows, every load coalesced
+        for loop, size in ((column, tile_sizes.column_tile(static_int(column.extent))),
+                           (reduce[-1], tile_sizes.column_step(static_int(reduce[-1].extent)))):
+            plan.tiles[_key(loop)] = TileChoice(axis_name(loop), size, False)
+        plan.num_warps = tile_sizes.fused_warps(tile_sizes.COLUMN_TILE, tile_sizes.COLUMN_STEP)
+        plan.notes.append(f"loop {reduce[-1].loop_var.name} reduces down the columns of loop {column.loop_var.name}")
+        return plan
     if reduce:
         size, plan.num_warps, remaining = tile_sizes.reduction_size(spec, dtype, static_int(reduce[-1].extent))
         plan.tiles[_key(reduce[-1])] = TileChoice(axis_name(reduce[-1]), size, False)
@@ -388,7 +398,12 @@ def _plan_fused(
             loop = candidates[-1]
             extent = static_int(loop.extent)
             size, whole = tile_sizes.row_tile(extent, spec.limits)
-            if online_rows is not None and _recomputes_the_row(loop, realize, recomputed):
+            if kind == REDUCE and online_rows is None and not deterministic \
+                    and reduces_down_columns(loop, shape.shared[-1], realize):
+                size, whole = tile_sizes.column_step(extent), False  # a column reduction: the columns get the tile
+                plan.notes.append(f"loop {loop.loop_var.name} reduces down the columns of loop "
+                                  f"{shape.shared[-1].loop_var.name}")
+            elif online_rows is not None and _recomputes_the_row(loop, realize, recomputed):
                 size, whole = online_columns, False  # the row's scores again, beside the online loop: tl.dot tiles
             elif online_rows is not None and not whole:
                 size = tile_sizes.stepped_size(size, online_rows)  # beside the online loop, the same rows

@@ -14,7 +14,10 @@ then `d_<Y>` for each float output Y that depends on `wrt` (the gradient flowing
        `C[idx] (+)= upstream * d value / d read`, reducing over the variables `idx` does not
        use (an overlapping read: over the iterations that read each element, read_inversion.py).
        A contraction's contribution is again a contraction (dA = dC·Bᵀ), which Tiling turns
-       into a tl.dot like the forward's.
+       into a tl.dot like the forward's; when the forward's operands are narrower than its
+       accumulator (fp16 x fp16 -> fp32), the incoming gradient is rounded to that operand dtype in
+       the adjoints (a ContractionAdjoint record), so they are dots of the forward's precision and
+       speed, as mixed-precision training's are, not fp32 dots.
   3. `d_<X>` from X's contributions.
 What was passed in, saved or recomputed (forward_values.py) is recorded on the root block
 (tir_passes/contracts/autodiff.py).
@@ -31,9 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import tvm
+import tvm_ffi
 from tvm import tirx
 
-from ...contracts.autodiff import GradientSignature, write_records
+from ...contracts.autodiff import ContractionAdjoint, GradientSignature, write_records
 from ...errors import NotDifferentiableError
 from .adjoint_rules import Partials, dtype_of, is_float
 from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
@@ -110,6 +115,7 @@ class _Backward:
         self.terms: dict = {}          # buffer handle -> [gradient buffer passed in | _Contribution]
         self.statements: list = []     # the adjoint nests, in order
         self.allocs: list = []
+        self.contractions: list = []   # ContractionAdjoint records
         self.made: set = set()         # handles of the buffers the backward itself declares
         self.taken = {p.name for p in forward.func.params} | {b.output.name for b in forward.blocks} \
             | {b.name for b in forward.blocks}
@@ -129,7 +135,8 @@ class _Backward:
         signature = GradientSignature(self.forward.name, tuple(p.name for p in reads),
                                       tuple((d.name, y.name) for d, y in output_grads),
                                       tuple((d.name, x.name) for d, x in grads))
-        root_annotations = write_records(self.forward.func.body.block, list(plan.values), signature)
+        root_annotations = write_records(self.forward.func.body.block, list(plan.values), signature,
+                                         self.contractions)
         allocs = list(plan.buffers) + self.allocs
         params = reads + [d for d, _ in output_grads] + [d for d, _ in grads]
         return function(self.name, params, [b.stmt for b in plan.recomputed] + self.statements, allocs,
@@ -199,6 +206,14 @@ class _Backward:
         gradient = self._read(upstream, block.out_indices)
         if block.kind in (MAX, MIN):
             gradient = self._share_among_ties(block, gradient)
+        narrow = narrow_operand_dtype(block)
+        if narrow is not None and upstream.dtype != narrow:
+            gradient = tirx.Cast(self.acc, tirx.Cast(narrow, gradient))
+            self.contractions.append(ContractionAdjoint(
+                block.name, upstream.name, narrow,
+                f"the forward multiplies {narrow} operands into {block.output.dtype}: its adjoints are dots of "
+                f"{narrow} operands too (the gradient rounded to {narrow}, as mixed-precision training does), "
+                "not float32 dots"))
         for load in self._active_reads(block, block.value):
             partial = _partial(partials, block.value, load)
             if partial is not None:
@@ -255,6 +270,40 @@ class _Backward:
             candidate, n = f"{name}_{n}", n + 1
         self.taken.add(candidate)
         return candidate
+
+
+def narrow_operand_dtype(block: ForwardBlock) -> str | None:
+    """The operand dtype of a contraction `out += Cast(wide, a) * Cast(wide, b)` whose loads `a`, `b`
+    are both of one float dtype narrower than `out`'s (None for anything else)."""
+    if block.kind != SUM or not isinstance(block.value, tirx.Mul):
+        return None
+    operands = [block.value.a, block.value.b]
+    if not all(isinstance(x, tirx.Cast) and isinstance(x.value, tvm.ir.TensorLoad) for x in operands):
+        return None
+    dtypes = {dtype_of(x.value) for x in operands}
+    narrow = dtypes.pop() if len(dtypes) == 1 else None
+    wide = block.output.dtype
+    if narrow is None or not is_float(narrow) or not is_float(wide) or _bits(narrow) >= _bits(wide):
+        return None
+    return narrow if _is_contraction(block, [x.value for x in operands]) else None
+
+
+def _is_contraction(block: ForwardBlock, loads: list) -> bool:
+    """Each operand lacks a spatial variable the other has (A[i, k]·B[k, j]): a tl.dot's shape, not a
+    weighted row reduction (X[i, k]·X[i, k], X[i, k]·w[k]), whose adjoint is elementwise."""
+    spatial = {v.__chandle__() for v in block.out_indices}
+    used = [{v.__chandle__() for index in load.indices for v in _vars_in(index)} & spatial for load in loads]
+    return bool(used[0] - used[1]) and bool(used[1] - used[0])
+
+
+def _vars_in(expr) -> list:
+    found: list = []
+    tvm_ffi.structural_walk(expr, (tvm.ir.Var, found.append))
+    return found
+
+
+def _bits(dtype: str) -> int:
+    return int("".join(ch for ch in dtype if ch.isdigit()))
 
 
 def _partial(partials: Partials, expr, load):
