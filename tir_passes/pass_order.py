@@ -21,6 +21,7 @@ DEFAULT_ORDER = (
     PassEntry("HoistAllocations", "tir_passes.passes.hoist_allocations:HoistAllocations", False),
     PassEntry("ScalarTemporaries", "tir_passes.passes.scalar_temporaries:ScalarTemporaries", False),
     # the canonical forms (docs/canonical-forms.md): one way of writing each computation, before any decision
+    PassEntry("CanonicalBlockOrder", "tir_passes.passes.canonical_block_order:CanonicalBlockOrder", False),
     PassEntry("CanonicalLoopOrder", "tir_passes.passes.canonical_loop_order:CanonicalLoopOrder", False),
     PassEntry("InlineElementwise", "tir_passes.passes.inline_elementwise:InlineElementwise", False),
     PassEntry("CanonicalConstants", "tir_passes.passes.canonical_constants:CanonicalConstants", False),

@@ -4,9 +4,9 @@ with dumps, diffs, timing and verification after every pass.
 Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
   ScalarTemporaries  a buffer one block uses as a scratch scalar (an arg-max's `better[0]`) -> a let
+  CanonicalBlockOrder  independent nests in the data flow's order, not the written one (the canonical
+                    forms, docs/canonical-forms.md: later passes decide on one way of writing each computation)
   CanonicalLoopOrder  the spatial loops of a nest in its output's axis order
-                    (the canonical forms, docs/canonical-forms.md: the passes after decide on one
-                    way of writing each computation, whichever way the user wrote it)
   InlineElementwise elementwise intermediates inlined into their readers (split or inline: one form)
   CanonicalConstants  x / 2^k as x * 2^-k (exact), so constant factors are products
   CanonicalMasks    masks as Select with -inf (negations undone, safe if_then_else as Select)
