@@ -219,7 +219,7 @@ class KernelLowering:
                 BufferArg(n, str(self.global_buffers[n].dtype), len(self.global_buffers[n].shape))
                 for n in self._ordered_buffers()
             ),
-            scalars=tuple(ScalarArg(n, self._scalar_dtype(n)) for n in self.used_scalars),
+            scalars=tuple(ScalarArg(n, self._scalar_dtype(n), python_name(n)) for n in self.used_scalars),
             dims=tuple(self.scope.dims),
             grid=tuple(self.scope.grid),
             group_m=self.record.group_m,
@@ -511,7 +511,7 @@ class KernelLowering:
         if var.name in self.scalar_params or var.name in self.shape_vars:
             if var.name not in self.used_scalars:
                 self.used_scalars.append(var.name)
-            return Scalar(var.name, str(var.ty.dtype))
+            return Scalar(python_name(var.name), str(var.ty.dtype))
         raise UnsupportedConstructError(
             f"{self.location}: variable {var.name} is not a loop, block or parameter variable"
         )

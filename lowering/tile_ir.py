@@ -274,8 +274,13 @@ class BufferArg:
 
 @dataclass(frozen=True)
 class ScalarArg:
+    """A scalar parameter or size of the PrimFunc that a kernel reads: `name` is the TIR name (what
+    the launcher looks it up by), `param` the kernel's parameter (python_name of it, as every
+    Scalar in the kernel's body names it)."""
+
     name: str
     dtype: str
+    param: str
 
 
 @dataclass(frozen=True)

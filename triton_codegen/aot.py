@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from triton_codegen.environment import compiled_mode_environment, default_fp_fusion
 from tir_passes.infra.dtypes import pointer_types
-from tir_passes.infra.names import pointer_name, stride_name
+from tir_passes.infra.names import pointer_name, python_name, stride_name
 from lowering.tile_ir import BufferArg, ScalarArg, TileKernel
 
 from .descriptors import DescriptorPlan
@@ -68,7 +68,8 @@ class SavedKernel:
         for dim in summary["dims"]:
             blocks.setdefault(dim["block"], dim["default"])
         return cls(name, tuple(BufferArg(n, dtype, ndim) for n, dtype, ndim in arguments["buffers"]),
-                   tuple(ScalarArg(n, dtype) for n, dtype in arguments["scalars"]), tuple(arguments["int64"]),
+                   tuple(ScalarArg(*entry[:2], entry[2] if len(entry) > 2 else python_name(entry[0]))
+                         for entry in arguments["scalars"]), tuple(arguments["int64"]),
                    blocks, summary.get("group_m"), bool(arguments.get("debug", False)),
                    bool(arguments.get("deterministic", False)))
 
@@ -78,7 +79,7 @@ def saved_arguments(kernel: TileKernel) -> dict:
     (hardware_model) and read back by SavedKernel.of, so a saved module is compiled ahead of time
     without its TileProgram (`tir-triton model` without TVM)."""
     return {"buffers": [[b.name, b.dtype, b.ndim] for b in kernel.buffers],
-            "scalars": [[s.name, s.dtype] for s in kernel.scalars],
+            "scalars": [[s.name, s.dtype, s.param] for s in kernel.scalars],
             "int64": list(kernel.int64_buffers), "debug": kernel.debug, "deterministic": kernel.deterministic}
 
 
@@ -98,7 +99,7 @@ def kernel_signature(
         for axis in range(buf.ndim):
             signature[stride_name(buf.name, axis)] = "i64" if buf.name in kernel.int64_buffers else "i32"
     for scalar in kernel.scalars:
-        signature[scalar.name] = _SCALAR_TYPES.get(scalar.dtype, "i32")
+        signature[scalar.param] = _SCALAR_TYPES.get(scalar.dtype, "i32")
     for descriptor in plan.descriptors if plan else ():
         block = ", ".join(str(config[name]) if name else "1" for name in descriptor.blocks)
         signature[descriptor.param] = f"tensordesc<{_POINTER_TYPES[dtypes[descriptor.buffer]][1:]}[{block}]>"

@@ -17,7 +17,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tir_passes.infra.names import pointer_name, python_name, stride_name
+from tir_passes.infra.names import NameTable, pointer_name, python_name, stride_name
 from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Expr, Load,
                               Loop, Reduce, Reg, Scalar, Scan, SelectCombine, Store, TileKernel, Unary, Where)
 from tir_passes.infra.dtypes import DTYPES, FLOATS, language_names
@@ -174,25 +174,6 @@ def format_const(const: Const) -> str:
     if const.dtype.startswith(("float", "bfloat")):
         return format_float(const.value)
     return str(int(const.value))
-
-
-class NameTable:
-    """The kernel's temporaries: each is `base`, or `base_1`, `base_2`, ..., the first that no
-    name the kernel already has (`taken`: its parameters, axes, loops and registers, which the
-    lowering named from the TIR) and no earlier temporary holds."""
-
-    def __init__(self, taken=()) -> None:
-        self.taken: set[str] = set(taken)
-        self.used: dict[str, int] = {}
-
-    def fresh(self, base: str) -> str:
-        while True:
-            count = self.used.get(base, 0)
-            self.used[base] = count + 1
-            name = base if count == 0 else f"{base}_{count}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
 
 
 def _names_in(node, found: set[str]) -> None:
@@ -633,7 +614,7 @@ _INFERRED_SCALAR_DTYPES = ("bool", "int32", "float32")
 
 
 def _cast_scalar_on_entry(scalar, src: Source) -> None:
-    name = scalar.name
+    name = scalar.param
     if scalar.dtype == "int64":
         # NOTE: through uint64: the interpreter holds an int in [2**31, 2**32) as uint32 data typed
         # int64, which a cast to int64 leaves as it is (and s * s wraps at 32 bits)
@@ -648,7 +629,7 @@ def kernel_parameters(kernel: TileKernel, plan: DescriptorPlan | None = None) ->
     for buf in kernel.buffers:
         params.append(pointer_name(buf.name))
         params += [stride_name(buf.name, axis) for axis in range(buf.ndim)]
-    params += [f"{s.name}: {TL_DTYPES[s.dtype]}" for s in kernel.scalars]  # compiled Triton takes these types
+    params += [f"{s.param}: {TL_DTYPES[s.dtype]}" for s in kernel.scalars]  # compiled Triton takes these types
     params += [descriptor.param for descriptor in (plan.descriptors if plan else ())]
     params += [f"{block}: tl.constexpr" for block in kernel.block_sizes]
     if kernel.group_m:

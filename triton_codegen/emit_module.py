@@ -47,14 +47,15 @@ def torch_op_support_text() -> str:
     return text[text.index(_TORCH_BEGIN):text.index(_TORCH_END) + len(_TORCH_END)]
 
 
-def python_scalar(expr: Expr, blocks: set[str]) -> str:
-    """A scalar expression as launcher Python: block sizes from `config`, sizes from `s`."""
+def python_scalar(expr: Expr, blocks: set[str], scalars: dict[str, str] | None = None) -> str:
+    """A scalar expression as launcher Python: block sizes from `config`, sizes from `s` (by their
+    TIR names: `scalars` maps a kernel's parameter to the TIR name it stands for)."""
     if isinstance(expr, Const):
         return str(expr.value)
     if isinstance(expr, Scalar):
-        return f'config["{expr.name}"]' if expr.name in blocks else f's["{expr.name}"]'
+        return f'config["{expr.name}"]' if expr.name in blocks else f's["{(scalars or {}).get(expr.name, expr.name)}"]'
     if isinstance(expr, Binary):
-        a, b = python_scalar(expr.a, blocks), python_scalar(expr.b, blocks)
+        a, b = python_scalar(expr.a, blocks, scalars), python_scalar(expr.b, blocks, scalars)
         if expr.op == "cdiv":
             return f"triton.cdiv({a}, {b})"
         if expr.op in ("min", "max"):
@@ -118,7 +119,8 @@ def _as_torch_op_function(program: TileProgram, src: Source, backward: BackwardL
 
 def _launch_function(kernel: TileKernel, plan: DescriptorPlan | None, src: Source) -> None:
     blocks = set(kernel.block_sizes)
-    grid = " * ".join(f"({python_scalar(axis.count, blocks)})" for axis in kernel.grid) or "1"
+    scalars = {scalar.param: scalar.name for scalar in kernel.scalars}
+    grid = " * ".join(f"({python_scalar(axis.count, blocks, scalars)})" for axis in kernel.grid) or "1"
     with src.block(f"def _launch_{kernel.name}(t, s, config, wrap=launch_directly):"):
         src.line(f"programs = {grid}")
         with src.block("if programs <= 0:"):

@@ -82,6 +82,8 @@ def summarize(program) -> dict[str, dict]:
 def _summarize_kernel(program, kernel) -> dict:
     from lowering.tile_ir import Dot, Load, Loop, Store
 
+    # formulas name a scalar argument as the launch does (its TIR name), not as the kernel does
+    sizes_of = {scalar.param: scalar.name for scalar in kernel.scalars}
     dot_axes = set()
     accesses, dots, has_loop = [], [], False
 
@@ -101,7 +103,7 @@ def _summarize_kernel(program, kernel) -> dict:
         for stmt in stmts:
             if isinstance(stmt, Loop):
                 has_loop = True
-                count = _entry(stmt.stop) if _entry(stmt.start) == 0 else ("-", _entry(stmt.stop), _entry(stmt.start))
+                count = _entry(stmt.stop, sizes_of) if _entry(stmt.start, sizes_of) == 0 else ("-", _entry(stmt.stop, sizes_of), _entry(stmt.start, sizes_of))
                 visit(stmt.body, trips + [count], set())
                 continue
             if isinstance(stmt, Store):
@@ -111,10 +113,11 @@ def _summarize_kernel(program, kernel) -> dict:
                 visit_expr(child, trips, seen)
 
     visit(kernel.body, [], set())
-    dims = [{"axis": d.name, "block": d.block, "default": d.default, "extent": _entry(d.extent),
+    dims = [{"axis": d.name, "block": d.block, "default": d.default, "extent": _entry(d.extent, sizes_of),
              "even": d.even, "min": max(d.min_block, kernel.dot_min_block if d.name in dot_axes else 1)}
             for d in kernel.dims]
-    summary = {"grid": [_entry(axis.count) for axis in kernel.grid], "dims": dims, "accesses": accesses, "dots": dots,
+    summary = {"grid": [_entry(axis.count, sizes_of) for axis in kernel.grid], "dims": dims, "accesses": accesses,
+               "dots": dots,
                "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
                "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
                "loops": has_loop, "arguments": saved_arguments(kernel)}
@@ -156,8 +159,9 @@ def _buffer(program, name: str, dtype: str) -> dict:
     return {"bytes": _bytes(dtype), "shape": [None]}
 
 
-def _entry(expr):
-    """A scalar tile-IR expression as a formula for `evaluate` (None where it is not one)."""
+def _entry(expr, names: dict[str, str] | None = None):
+    """A scalar tile-IR expression as a formula for `evaluate` (None where it is not one); `names`
+    renames scalars (a kernel's parameter -> the launch's name of it)."""
     from lowering.tile_ir import Binary, Cast, Const, Scalar
 
     if expr is None:
@@ -165,11 +169,11 @@ def _entry(expr):
     if isinstance(expr, Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
         return expr.value
     if isinstance(expr, Scalar):
-        return expr.name
+        return (names or {}).get(expr.name, expr.name)
     if isinstance(expr, Cast):
-        return _entry(expr.x)
+        return _entry(expr.x, names)
     if isinstance(expr, Binary) and expr.op in _OPS:
-        a, b = _entry(expr.a), _entry(expr.b)
+        a, b = _entry(expr.a, names), _entry(expr.b, names)
         return (expr.op, a, b) if a is not None and b is not None else None
     return None
 

@@ -12,7 +12,7 @@ def unspecialized_scalars(kernel: TileKernel) -> list[str]:
     another batch would run other code, whose masks and layouts (hence tl.sum's tree) may differ."""
     if not kernel.deterministic:
         return []
-    return [s.name for s in kernel.scalars if s.dtype.startswith(("int", "uint"))]
+    return [s.param for s in kernel.scalars if s.dtype.startswith(("int", "uint"))]
 
 
 def jit_decorator(kernel: TileKernel) -> str:

@@ -30,7 +30,7 @@ class ModelRow:
 
 def launch_values(kernel, summary: dict, sizes: dict[str, int]) -> dict[str, int]:
     """The integer arguments a launch on contiguous tensors passes: strides and shape sizes."""
-    values = {scalar.name: sizes[scalar.name] for scalar in kernel.scalars if scalar.name in sizes}
+    values = {scalar.param: sizes[scalar.name] for scalar in kernel.scalars if scalar.name in sizes}
     for buffer in kernel.buffers:
         shape = [evaluate(entry, sizes) for entry in summary["buffers"][buffer.name]["shape"]]
         stride = 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tir_passes.infra.names import stride_name
+from tir_passes.infra.names import python_name, stride_name
 from lowering.rules.exprs import fold_binary
 from lowering.tile_ir import Arange, Binary, Cast, Const, Expr, Load, Scalar, Store, TileAccess, TileKernel, TileProgram
 
@@ -141,13 +141,14 @@ def _is_zero(expr: Expr) -> bool:
 
 
 def _same_extent(bound: Expr, extent) -> bool:
-    """`bound` is the buffer's extent: the same integer, or the same shape variable."""
+    """`bound` is the buffer's extent: the same integer, or the same shape variable (the extents
+    name it as the TIR does, the kernel's Scalars as python_name writes it)."""
     if isinstance(extent, (Const, Scalar)):
         extent = extent.value if isinstance(extent, Const) else extent.name
     if isinstance(bound, Const) and not bound.dims:
         return isinstance(extent, int) and not isinstance(bound.value, bool) and bound.value == extent
     if isinstance(bound, Scalar) and not bound.dims:
-        return isinstance(extent, str) and bound.name == extent
+        return isinstance(extent, str) and bound.name == python_name(extent)
     return False
 
 
