@@ -103,7 +103,8 @@ def _summarize_kernel(program, kernel) -> dict:
         for stmt in stmts:
             if isinstance(stmt, Loop):
                 has_loop = True
-                count = _entry(stmt.stop, sizes_of) if _entry(stmt.start, sizes_of) == 0 else ("-", _entry(stmt.stop, sizes_of), _entry(stmt.start, sizes_of))
+                start, stop = _entry(stmt.start, sizes_of), _entry(stmt.stop, sizes_of)
+                count = stop if start == 0 else ("-", stop, start)
                 visit(stmt.body, trips + [count], set())
                 continue
             if isinstance(stmt, Store):

@@ -56,6 +56,10 @@ GLUON_SHARE = 0.04
 HOSTILE_LOOP_NAMES = ("t", "pid", "rest", "mask_i", "dot", "acc", "tl", "r_i", "num_m", "group", "i_0", "lhs")
 HOSTILE_BUFFER_NAMES = ("triton", "run", "torch", "s", "config", "PARAMS", "tune", "math", "X_ptr", "launch",
                         "programs", "arg")
+# scalar parameters and symbolic sizes (disjoint from the above, and a float's from an int's): the
+# kernel's parameters and the launch keywords a @triton.jit function takes
+HOSTILE_SCALAR_NAMES = {"float": ("range", "num_warps", "BLOCK_I", "A_stride0"), "int": ("grid", "float", "x_desc")}
+HOSTILE_SIZE_NAMES = ("len", "num_stages", "GROUP_M", "i_kernel0")
 MAX_DOMAIN = 2048          # elements of one loop nest's iteration space (the interpreter is slow)
 FLOAT_BOUND = {"float32": 1e5, "float16": 3e3}   # largest magnitude a float value may reach
 INT_BOUND = 1 << 20
@@ -173,7 +177,8 @@ class ProgramBuilder:
     def axis(self, high: int = 70, symbolic_ok: bool = True, low: int = 1) -> Axis:
         size = pick_extent(self.rng, high * self.scale, low)
         if symbolic_ok and self.rng.random() < self.symbolic_rate and len(self.symbols) < 2:
-            name = "nm"[len(self.symbols)]
+            name = "nm"[len(self.symbols)] if self.names is None else self.names.choice(
+                [n for n in HOSTILE_SIZE_NAMES if n not in self.symbols])
             self.symbols[name] = size
             dim = Dim(name, size)
         else:
@@ -224,7 +229,10 @@ class ProgramBuilder:
         if existing:
             buf = existing[0]
         else:
-            buf = Buffer("alpha" if dtype.startswith("float") else "shift", (), dtype, "scalar")
+            kind = "float" if dtype.startswith("float") else "int"
+            name = {"float": "alpha", "int": "shift"}[kind] if self.names is None else self.names.choice(
+                HOSTILE_SCALAR_NAMES[kind])
+            buf = Buffer(name, (), dtype, "scalar")
             self.params.append(buf)
         # the reference binds float scalars to 0.75 and int scalars to 3
         return Value(buf.name, dtype, 3.0)
@@ -1056,8 +1064,9 @@ FAMILY_BUILDERS = {
 def generate(seed: int, family: str | None = None, *, scale: int = 1, hostile_names: bool = False) -> Program:
     """The program of `seed` (of `family` when given, else a family drawn by FAMILIES' weights);
     `scale` multiplies extents and nest sizes (the GPU campaign's larger programs);
-    `hostile_names`: the same program with its loops and buffers named as the code generator's
-    own temporaries, Python's and Triton's names (HOSTILE_LOOP_NAMES, HOSTILE_BUFFER_NAMES)."""
+    `hostile_names`: the same program with its loops, buffers, scalar parameters and symbolic sizes
+    named as the code generator's own temporaries and derived names, Python's and Triton's names
+    (HOSTILE_LOOP_NAMES, HOSTILE_BUFFER_NAMES, HOSTILE_SCALAR_NAMES, HOSTILE_SIZE_NAMES)."""
     rng = random.Random(seed)
     if family is None:
         family = rng.choices(list(FAMILIES), weights=list(FAMILIES.values()))[0]

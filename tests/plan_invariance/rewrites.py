@@ -2,7 +2,8 @@
 the same computation differently. Each family is a function text -> text (None: it does not apply
 to this program); `rewrites(func)` applies every family that applies and parses each result back.
 
-Families (REWRITES): renaming of loops, block variables, buffers and blocks; `T.Select` for
+Families (REWRITES): renaming of loops, block variables, buffers, scalars, sizes and blocks (to
+plain names, and to the code generator's and Python's own names); `T.Select` for
 `T.if_then_else` and back (only where neither branch reads memory: Select evaluates both);
 mirrored comparisons (`vj > vi` as `vi < vj`) and negated ones (`T.Not(vj <= vi)`); a large
 negative constant for a masked -inf; `x * 0.25` as `x / 4`; the spatial loops of a nest in another
@@ -105,9 +106,43 @@ def _accessed(nest: str) -> tuple[set[str], set[str]]:
 
 # --- the families ---------------------------------------------------------------------------------
 def rename(text: str) -> str | None:
-    """Every loop, block variable, intermediate and parameter buffer and block gets a new name."""
+    """Every loop, block variable, intermediate and parameter buffer, scalar parameter, symbolic
+    size and block gets a new name."""
+    unique = _names(text)
+    if not unique:
+        return None
+    return _renamed(text, unique, {name: f"n{index}_{len(name)}" for index, name in enumerate(unique)})
+
+
+# the generated module's own names, Python's and Triton's (`range` and `T` are TVMScript's own)
+HOSTILE = ("t", "tl", "pid", "rest", "mask_i", "dot", "acc", "triton", "torch", "math", "run", "grid", "meta",
+           "self", "kernel", "A_ptr", "BLOCK_I", "num_warps", "s", "config", "PARAMS", "i_0", "x_tile", "numbers",
+           "launch", "programs", "acc_C_1", "group", "offs", "r_i", "num_stages", "GROUP_M", "len", "os", "tune")
+
+
+def hostile_rename(text: str) -> str | None:
+    """Every name `rename` renames, named as the code generator's and Python's own names (HOSTILE)."""
+    unique = _names(text)
+    if not unique:
+        return None
+    words = set(re.findall(_IDENT, text)) - set(unique)
+    free = [name for name in HOSTILE if name not in words]
+    free += [f"{free[index % len(free)]}_{index}" for index in range(len(unique))]
+    return _renamed(text, unique, dict(zip(unique, free)))
+
+
+def _renamed(text: str, unique: list[str], mapping: dict[str, str]) -> str:
+    longest_first = sorted(unique, key=len, reverse=True)
+    pattern = re.compile(r"(?<![.\w])(" + "|".join(re.escape(n) for n in longest_first) + r")\b")
+    return _rename_body(text, pattern, mapping)
+
+
+def _names(text: str) -> list[str]:
+    """The names `rename` renames, in order of first definition."""
     names: list[str] = []
     names += re.findall(rf"\(({_IDENT}): T\.Buffer", text) + re.findall(rf", ({_IDENT}): T\.Buffer", text)
+    names += re.findall(rf"[(,] ?({_IDENT}): T\.(?:float|int|uint|bool)\w*\b(?!\()", text)
+    names += re.findall(rf"^\s*({_IDENT}) = T\.(?:int32|int64)\(\)", text, flags=re.M)
     names += re.findall(rf"^\s*({_IDENT}) = T\.sblock_alloc_buffer", text, flags=re.M)
     names += re.findall(rf'T\.sblock\("({_IDENT})"\)', text)
     loops = re.findall(r"for ([\w, ]+) in (?:T\.grid|range|T\.serial)\(", text)
@@ -115,13 +150,7 @@ def rename(text: str) -> str | None:
         names += [name.strip() for name in group.split(",")]
     for match in re.finditer(rf"^\s*({_IDENT}) = T\.axis\.\w+\(", text, flags=re.M):
         names.append(match.group(1))
-    unique = [n for index, n in enumerate(names) if n and n not in names[:index] and n != "T"]
-    if not unique:
-        return None
-    mapping = {name: f"n{index}_{len(name)}" for index, name in enumerate(unique)}
-    longest_first = sorted(unique, key=len, reverse=True)
-    pattern = re.compile(r"(?<![.\w])(" + "|".join(re.escape(n) for n in longest_first) + r")\b")
-    return _rename_body(text, pattern, mapping)
+    return [n for index, n in enumerate(names) if n and n not in names[:index] and n != "T"]
 
 
 def _rename_body(text: str, pattern, mapping) -> str:
@@ -299,6 +328,7 @@ def _matching_bracket(text: str, open_at: int) -> int:
 
 REWRITES: dict[str, Callable[[str], str | None]] = {
     "rename": rename,
+    "hostile_rename": hostile_rename,
     "select_as_if_then_else": select_as_if_then_else,
     "if_then_else_as_select": if_then_else_as_select,
     "mirrored_comparisons": mirrored_comparisons,
