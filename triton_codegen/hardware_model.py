@@ -82,8 +82,7 @@ def summarize(program) -> dict[str, dict]:
 def _summarize_kernel(program, kernel) -> dict:
     from lowering.tile_ir import Dot, Load, Loop, Store
 
-    # formulas name a scalar argument as the launch does (its TIR name), not as the kernel does
-    sizes_of = {scalar.param: scalar.name for scalar in kernel.scalars}
+    sizes_of = {scalar.param: scalar.name for scalar in kernel.scalars}   # formulas use the launch's names
     dot_axes = set()
     accesses, dots, has_loop = [], [], False
 
@@ -161,8 +160,7 @@ def _buffer(program, name: str, dtype: str) -> dict:
 
 
 def _entry(expr, names: dict[str, str] | None = None):
-    """A scalar tile-IR expression as a formula for `evaluate` (None where it is not one); `names`
-    renames scalars (a kernel's parameter -> the launch's name of it)."""
+    """A scalar tile-IR expression as a formula for `evaluate` (None where it is not one), `names` its scalars'."""
     from lowering.tile_ir import Binary, Cast, Const, Scalar
 
     if expr is None:
