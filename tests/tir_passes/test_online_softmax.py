@@ -57,7 +57,9 @@ def test_max_and_sums_become_one_loop_with_a_running_maximum():
                 T.reads()
                 T.writes()
                 T.sblock_attr({DECISIONS_KEY: ["M: online with L, A over vj: A also has columns besides the rows "
-                                               "(a contraction over vj); one pass over the row"]})
+                                               "(a contraction over vj); one pass over the row; the sums restart "
+                                               "where the maximum was -inf: it reads the parameter X, which may "
+                                               "hold -inf (a mask or a bias)"]})
                 M = T.sblock_alloc_buffer((4,))
                 M_prev = T.sblock_alloc_buffer((4,))
                 L = T.sblock_alloc_buffer((4,))
@@ -67,7 +69,8 @@ def test_max_and_sums_become_one_loop_with_a_running_maximum():
                         vi, vj = T.axis.remap("SR", [i, j])
                         T.reads(X[vi, vj])
                         T.writes(M[vi], M_prev[vi])
-                        T.sblock_attr({"online.shift": {"previous": "M_prev", "shift": "M", "streamed": True}})
+                        T.sblock_attr({"online.shift": {"previous": "M_prev", "shift": "M", "streamed": True,
+                                                         "first_finite": False}})
                         with T.init():
                             M[vi] = T.float32(-3.0e38)
                             M_prev[vi] = T.float32(-3.0e38)

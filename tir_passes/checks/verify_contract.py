@@ -44,7 +44,6 @@ from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_sites, bound_iter_v
                                       is_reduction_block, loop_kind, loop_sites, realizes_under, uses_var,
                                       written_buffers)
 from tir_passes.contracts.backend_limits import BackendLimits
-from tir_passes.contracts.online_contract import online_rescale, online_shift
 from tir_passes.infra.pass_util import root_block, static_int, top_level_statements
 from tir_passes.analyses.storage import decide_storage
 from tir_passes.contracts.tile_contract import (
@@ -62,6 +61,7 @@ from tir_passes.contracts.tile_contract import (
     scan_mark,
     split_mark,
 )
+from tir_passes.checks.online_checks import online_problems, stream_problems
 from tir_passes.checks.verify_determinism import determinism_problems
 from tir_passes.contracts.tile_root import backend_limits
 from tir_passes.checks.verify_records import record_problems
@@ -135,65 +135,8 @@ def _split_problems(func: tirx.PrimFunc) -> list[str]:
     return problems
 
 
-def _online_problems(stmt) -> list[str]:
-    try:
-        sites = [
-            (realize, loops, online_shift(realize.block), online_rescale(realize.block))
-            for realize, loops in block_sites(stmt)
-        ]
-    except ContractError as err:
-        return [str(err)]
-    problems, shifts = [], {}
-    for realize, loops, shift, _ in sites:
-        if shift is None:
-            continue
-        name = realize.block.name_hint
-        reduce = _reduce_loops(realize, loops)
-        written = {buf.name for buf in written_buffers(realize.block)}
-        if not reduce or not {shift.shift, shift.previous} <= written:
-            problems.append(
-                f"online shift block {name}: it must reduce along a loop and write {shift.shift} and {shift.previous}"
-            )
-            continue
-        shifts[(shift.shift, shift.previous)] = reduce
-    for realize, loops, _, rescale in sites:
-        if rescale is None:
-            continue
-        if shifts.get((rescale.shift, rescale.previous)) != _reduce_loops(realize, loops):
-            problems.append(
-                f"online sum {realize.block.name_hint}: it must reduce along the loop of the block that "
-                f"keeps {rescale.shift} and {rescale.previous}, in its nest"
-            )
-    return problems
-
-
-def _stream_problems(stmt, tiles) -> list[str]:
-    """Once tiled, the row loop of a shift block OnlineSoftmax marked streamed is walked in tiles:
-    a split tile axis (stepped by a serial loop), or serial where it carries a dependence."""
-    problems = []
-    for realize, loops in block_sites(stmt):
-        shift = online_shift(realize.block)
-        if shift is None or not shift.streamed:
-            continue
-        walked = [tiles.get(loop.loop_var.__chandle__()) for loop in loops if loop_kind(loop, realize) == REDUCE]
-        if not any(
-            t is not None and ((t.role == TILE and t.outer is not None) or (t.role == SERIAL and t.carries))
-            for t in walked
-        ):
-            problems.append(
-                f"online shift block {realize.block.name_hint} is marked streamed, but its row loop is "
-                "not walked in tiles (a split tile axis) nor serial for a dependence"
-            )
-    return problems
-
-
-def _reduce_loops(realize, loops) -> tuple[int, ...]:
-    """The loops (by handle) that walk the block's reduction: one, or a split's two halves."""
-    return tuple(loop.loop_var.__chandle__() for loop in loops if loop_kind(loop, realize) == REDUCE)
-
-
 def _kernel_problems(stmt, params: set[str], body, limits: BackendLimits) -> list[str]:
-    online = _online_problems(stmt)
+    online = online_problems(stmt)
     if online:
         return online
     loops = loop_sites(stmt)
@@ -206,7 +149,7 @@ def _kernel_problems(stmt, params: set[str], body, limits: BackendLimits) -> lis
         return [str(err)]
     if all(tile is None for tile in tiles.values()):
         return []  # not tiled (yet)
-    problems = _grid_prefix(stmt, tiles) + _stream_problems(stmt, tiles)
+    problems = _grid_prefix(stmt, tiles) + stream_problems(stmt, tiles)
     analyzer = sym.Analyzer()
     for loop, _ in loops:
         analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))

@@ -10,7 +10,10 @@ because of the loop's shape, so the pass marks the blocks and the later stages r
                                                     `shift`, it keeps `previous`, the maximum
                                                     before the current element; `streamed`: the
                                                     loop is walked in tiles (Tiling steps it with
-                                                    a serial loop), which is why the pass took it
+                                                    a serial loop), which is why the pass took it;
+                                                    `first_finite`: the first element is proven
+                                                    finite for every row (leading_element.py), so
+                                                    the sums do not restart where it was -inf
   block annotation "online.rescale"  OnlineRescale  a sum block `Y = Y * F + t` whose factor F
                                                     reads only `shift` and `previous`, and whose
                                                     term t scales like exp(-c * shift)
@@ -42,6 +45,9 @@ class OnlineShift:
     shift: str       # the running maximum's buffer
     previous: str    # the maximum before the current element (an intermediate only the sums read)
     streamed: bool = True   # the row is walked tile by tile: OnlineSoftmax's reason to take it, read by Tiling
+    # the first element is finite for every row that has one (analyses/leading_element.py): the
+    # sums are written without the -inf restart, which the contract check then allows
+    first_finite: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,8 @@ class OnlineRescale:
 
 
 def shift_value(mark: OnlineShift) -> dict:
-    return {"shift": mark.shift, "previous": mark.previous, "streamed": mark.streamed}
+    return {"shift": mark.shift, "previous": mark.previous, "streamed": mark.streamed,
+            "first_finite": mark.first_finite}
 
 
 def rescale_value(mark: OnlineRescale) -> dict:
@@ -83,7 +90,14 @@ def online_shift(block: s_tir.SBlock) -> OnlineShift | None:
             f'annotation "{SHIFT_KEY}" needs a boolean "streamed", not {fields.get("streamed")!r}',
             "OnlineSoftmax",
         )
-    return OnlineShift(str(fields["shift"]), str(fields["previous"]), bool(fields["streamed"]))
+    first_finite = fields.get("first_finite", False)
+    if not isinstance(first_finite, bool):
+        raise ContractError(
+            f"block {block.name_hint}",
+            f'annotation "{SHIFT_KEY}" needs a boolean "first_finite", not {first_finite!r}',
+            "OnlineSoftmax",
+        )
+    return OnlineShift(str(fields["shift"]), str(fields["previous"]), bool(fields["streamed"]), first_finite)
 
 
 def online_rescale(block: s_tir.SBlock) -> OnlineRescale | None:

@@ -24,10 +24,11 @@ with F = exp(c*(M_prev[r] - M[r])) (exactly 1 when the maximum did not move, so 
 gives no NaN), and Y restarting from zero where M_prev[r] is -inf: elements folded while the
 maximum was -inf were -inf themselves (their terms NaN), and add nothing once it is finite. That
 assumes, as flash attention does, that what those weights multiply is finite: the two-pass form
-computes 0 * V for them, NaN where V is Inf or NaN, which the restart drops. Per element this is ordinary TIR, and
-the numerics check compares it with the
-input; the marks (online_contract.py) tell the later stages that a whole tile of j may be folded
-at once, which is what makes the rewrite pay.
+computes 0 * V for them, NaN where V is Inf or NaN, which the restart drops. No restart where
+the first element is proven finite for every row (leading_element.py: unmasked or causal scores;
+the mark's `first_finite`). Per element this is ordinary TIR, which the numerics check compares
+with the input; the marks (online_contract.py) tell the later stages that a whole tile of j may
+be folded at once, which is what makes the rewrite pay.
 
 Applied only where it pays: some sum has spatial axes besides the rows (a contraction over j,
 such as attention's weighted sum), or j is longer than one tile can hold (the backend's limits.max_row_tile) or
@@ -56,15 +57,9 @@ from tir_passes.errors import first_line
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.analyses.nest import blocks_under, call_name, is_self_load, is_zero, perfect_nest, unique_name
 from tir_passes.infra.pass_util import static_int
-from tir_passes.contracts.online_contract import (
-    DECISIONS_KEY,
-    RESCALE_KEY,
-    SHIFT_KEY,
-    OnlineRescale,
-    OnlineShift,
-    rescale_value,
-    shift_value,
-)
+from tir_passes.contracts.online_contract import DECISIONS_KEY, RESCALE_KEY, SHIFT_KEY, OnlineRescale, OnlineShift
+from tir_passes.contracts.online_contract import rescale_value, shift_value
+from tir_passes.analyses.leading_element import first_element_finite
 from tir_passes.analyses.recompute import worth_recomputing
 from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, top_level_statements, with_root_block
 
@@ -454,13 +449,13 @@ def _loop_name(nest_loops: list[tirx.For], realize, iv: tirx.IterVar) -> str:
     return next(loop.loop_var.name for loop in nest_loops if loop.loop_var.same_as(value))
 
 
-def _shift_block(mx: MaxNest, previous, buffers: dict) -> s_tir.SBlock:
+def _shift_block(mx: MaxNest, previous, buffers: dict, first_finite: bool) -> s_tir.SBlock:
     block = mx.realize.block
     store, init = block.body, block.init
     remember = tirx.BufferStore(previous, tirx.BufferLoad(mx.buffer, list(store.indices)), list(store.indices))
     start = tirx.BufferStore(previous, init.value, list(store.indices))
     # every reason _worth_it takes a group for is a reason to walk the row in tiles: the mark says so to Tiling
-    mark = OnlineShift(mx.buffer.name, previous.name, streamed=True)
+    mark = OnlineShift(mx.buffer.name, previous.name, streamed=True, first_finite=first_finite)
     annotations = {**dict(block.annotations), SHIFT_KEY: shift_value(mark)}
     return _with_regions(
         replace_block(
@@ -470,13 +465,13 @@ def _shift_block(mx: MaxNest, previous, buffers: dict) -> s_tir.SBlock:
     )
 
 
-def _rescaled_block(s: SumNest, mx: MaxNest, previous, buffers: dict) -> s_tir.SBlock:
+def _rescaled_block(s: SumNest, mx: MaxNest, previous, buffers: dict, first_finite: bool) -> s_tir.SBlock:
     """`Y = if_then_else(M_prev == -inf, 0, Y * F) + t`, F = exp(c*(M_prev - M)), exactly 1 when the
     maximum did not move. While the maximum is -inf every element so far was -inf, and its term
     exp(c*(-inf - -inf)) is NaN: the sum restarts from zero (those elements add nothing once the
     maximum is finite, as in the two-pass form), or stays NaN while the row has only -inf (as the
     two-pass form's exp(-inf - -inf) is NaN). So leading masked elements, a sliding window or
-    left padding, give what the input gives."""
+    left padding, give what the input gives; with `first_finite` it never fires: not written."""
     block = s.realize.block
     row = [iv.var for iv in s.rows]
     before, after = tirx.BufferLoad(previous, row), tirx.BufferLoad(mx.buffer, row)
@@ -486,14 +481,15 @@ def _rescaled_block(s: SumNest, mx: MaxNest, previous, buffers: dict) -> s_tir.S
     old = tirx.BufferLoad(s.store.buffer, list(s.store.indices))
     y_dtype = str(s.store.buffer.dtype)
     scaled = old * (factor if dtype == y_dtype else tirx.Cast(y_dtype, factor))
-    restart = before == tirx.const(float("-inf"), dtype)
-    scaled = tirx.if_then_else(restart, tirx.const(0.0, y_dtype), scaled)
+    if not first_finite:
+        restart = before == tirx.const(float("-inf"), dtype)
+        scaled = tirx.if_then_else(restart, tirx.const(0.0, y_dtype), scaled)
     body = tirx.BufferStore(s.store.buffer, scaled + s.term, list(s.store.indices))
     annotations = {**dict(block.annotations), RESCALE_KEY: rescale_value(OnlineRescale(mx.buffer.name, previous.name))}
     return _with_regions(replace_block(block, body=body, annotations=annotations), buffers)
 
 
-def _online_nest(mx: MaxNest, sums: list[SumNest], previous, buffers: dict) -> tirx.Stmt:
+def _online_nest(mx: MaxNest, sums: list[SumNest], previous, buffers: dict, first_finite: bool) -> tirx.Stmt:
     """for rows: for j: [max block; for extras: sum block ...]"""
     row_vars = [tirx.Var(_loop_name(mx.loops, mx.realize, iv), "int32") for iv in mx.rows]
     j = tirx.Var(_loop_name(mx.loops, mx.realize, mx.axis), str(mx.axis.var.ty.dtype))
@@ -509,10 +505,10 @@ def _online_nest(mx: MaxNest, sums: list[SumNest], previous, buffers: dict) -> t
                 values.append(extra_vars[iv.var.__chandle__()])
         return s_tir.SBlockRealize(values, realize.predicate, block)
 
-    body = [realize_of(mx.realize, _shift_block(mx, previous, buffers), mx.rows, {})]
+    body = [realize_of(mx.realize, _shift_block(mx, previous, buffers, first_finite), mx.rows, {})]
     for s in sums:
         extra_vars = {iv.var.__chandle__(): tirx.Var(_loop_name(s.loops, s.realize, iv), "int32") for iv in s.extra}
-        stmt = realize_of(s.realize, _rescaled_block(s, mx, previous, buffers), s.rows, extra_vars)
+        stmt = realize_of(s.realize, _rescaled_block(s, mx, previous, buffers, first_finite), s.rows, extra_vars)
         for iv in reversed(s.extra):
             stmt = tirx.For(extra_vars[iv.var.__chandle__()], iv.dom.min, iv.dom.extent, tirx.ForKind.SERIAL, stmt)
         body.append(stmt)
@@ -522,7 +518,7 @@ def _online_nest(mx: MaxNest, sums: list[SumNest], previous, buffers: dict) -> t
     return stmt
 
 
-def _rewrite(func, mx: MaxNest, sums: list[SumNest]) -> tirx.PrimFunc:
+def _rewrite(func, mx: MaxNest, sums: list[SumNest], first_finite: bool) -> tirx.PrimFunc:
     root = root_block(func)
     taken = {b.name for b in root.alloc_buffers} | {p.name for p in func.params if tirx.is_buffer_var(p)}
     previous = tirx.decl_buffer(
@@ -534,7 +530,7 @@ def _rewrite(func, mx: MaxNest, sums: list[SumNest]) -> tirx.PrimFunc:
     body = []
     for index, stmt in enumerate(statements):
         if index == mx.index:
-            body.append(_online_nest(mx, sums, previous, buffers))
+            body.append(_online_nest(mx, sums, previous, buffers, first_finite))
         elif index not in moved:
             body.append(stmt)
     allocs = []
@@ -567,8 +563,12 @@ def _try_group(func, index: int, decisions: list[str], spec: GpuSpec) -> tirx.Pr
         return None
     summed = ", ".join(s.realize.block.name_hint for s in sums)
     note = f" (inlined {', '.join(inlined)} first)" if inlined else ""
-    decisions.append(f"{name}: online with {summed} over {mx.axis.var.name}{note}: {reason}; one pass over the row")
-    return _rewrite(inlined_func, mx, sums)
+    element = _update_operand(mx.realize.block.body, tirx.Max)
+    first_finite, why = first_element_finite(inlined_func, mx.realize.block, element, mx.axis)
+    restart = "no restart: " if first_finite else "the sums restart where the maximum was -inf: "
+    decisions.append(f"{name}: online with {summed} over {mx.axis.var.name}{note}: {reason}; one pass over the row; "
+                     f"{restart}{why}")
+    return _rewrite(inlined_func, mx, sums, first_finite)
 
 
 def _index_of(func, block_name: str) -> int:
