@@ -24,7 +24,7 @@ from tir_passes.analyses.assumptions import is_assumption
 from tir_passes.errors import UnsupportedConstructError
 from tir_passes.analyses.nest import conjuncts
 from tir_passes.infra.names import python_name
-from tir_passes.infra.pass_util import root_block, source_line, top_level_statements
+from tir_passes.infra.pass_util import root_block, source_line, static_int, top_level_statements
 from tir_passes.contracts.tile_contract import (GRID, ContractError, KernelTile, deterministic_promise, kernel_tile,
                                                loop_tile, scan_mark)
 from tir_passes.contracts.tile_root import backend_limits
@@ -290,7 +290,7 @@ class KernelLowering:
         carries = self.scans.open_for_loop(self, loop)
         start = (plan.first or Const(0, "int32")) if plan.partner_of else self.lower_scalar(loop.min)
         stop = plan.count if plan.partner_of else fold_binary("+", start, plan.count, "int32", ())
-        segments = [(start, stop, None)]
+        segments, entered = [(start, stop, None)], (static_int(loop.extent) or 0) > 0
         if plan.first is not None:  # a windowed walk: its bounds named, as the TileWindow says them
             first, last = window_names(plan.name)
             start = start if isinstance(start, Const) else self._named_bound(first, start)
@@ -306,7 +306,7 @@ class KernelLowering:
             body = self.emitted.pop()
             if interior is not None:
                 self.emit(Comment(f"tiles of {plan.partner_of} inside the window for every row: no window mask"))
-            self.emit(Loop(plan.name, seg_start, seg_stop, tuple(body)))
+            self.emit(Loop(plan.name, seg_start, seg_stop, tuple(body), entered=entered))
         self.reductions.close(self, opened)
         self.scans.close(carries)
         self._sync_if_pending()

@@ -247,6 +247,9 @@ class Loop:
     start: Expr
     stop: Expr
     body: tuple["Stmt", ...]
+    # every program enters the TIR loop these iterations walk (static, positive extent), though a
+    # window's bounds may be empty here: an invariant load in it is valid before it (hoist_loads.py)
+    entered: bool = False
 
 
 @dataclass(frozen=True)

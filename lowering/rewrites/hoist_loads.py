@@ -8,8 +8,15 @@ attention does.
 What it moves: a Load inside a Loop's body (not inside a nested loop: those were considered for the
 inner loop first, and a load they hoisted is now in this body) whose offset and mask use neither
 the loop's index nor a register the loop assigns, from a buffer the loop does not store to. It
-becomes a register assigned before the loop. Only loops that run at least once (static bounds):
-a hoisted load must not run where the loop, and so the load, would not.
+becomes a register assigned before the loop. Only loops that run at least once (static bounds),
+or whose iterations are a window of a TIR loop every program enters (`Loop.entered`: causal
+attention's key tiles up to the diagonal, whose bounds depend on the program id): a hoisted load
+must not run where the TIR program would not run it. Its address is then the same in every
+iteration and valid in the TIR loop, so reading it once before an empty window is safe.
+
+A load already hoisted before an earlier loop of the same body (the window's segments: the tiles
+inside it, then the diagonal ones) is not read again: the later loop uses that register, unless
+a statement between them stores to its buffer or assigns a name its address reads.
 """
 
 from __future__ import annotations
@@ -17,24 +24,43 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from lowering.tile_ir import Assign, Binary, CombineAssign, Const, Load, Loop, Reg, Scalar, Store
+from lowering.tile_ir import Assign, Binary, CombineAssign, Comment, Const, Load, Loop, Reg, Scalar, Store
 
 
 def hoist_invariant_loads(body: tuple, fresh: Callable[[str], str]) -> tuple:
     """`body` with every loop's invariant loads assigned before it (inner loops first)."""
     out = []
+    available: dict[Load, Reg] = {}   # loads hoisted before an earlier loop of this body, still valid
     for stmt in body:
         if isinstance(stmt, Loop):
             loop = dataclasses.replace(stmt, body=hoist_invariant_loads(stmt.body, fresh))
-            hoisted, loop = _hoist_from(loop, fresh) if _runs_at_least_once(loop) else ((), loop)
-            out.extend(hoisted)
+            hoisted, loop = _hoist_from(loop, fresh, available) if _runs_at_least_once(loop) else ((), loop)
+            comments = _trailing_comments(out)   # a comment before the loop stays with it
+            out[len(out) - len(comments):] = [*hoisted, *comments]
+            available.update({assign.value: Reg(assign.name, assign.dtype, assign.dims) for assign in hoisted})
             out.append(loop)
         else:
             out.append(stmt)
+        available = _still_valid(available, stmt)
     return tuple(out)
 
 
+def _trailing_comments(out: list) -> list:
+    count = 0
+    while count < len(out) and isinstance(out[len(out) - 1 - count], Comment):
+        count += 1
+    return out[len(out) - count:]
+
+
+def _still_valid(available: dict, stmt) -> dict:
+    stored, assigned = _stored(stmt), _assigned(stmt)
+    return {load: reg for load, reg in available.items()
+            if load.buffer not in stored and not (_names(load) & assigned)}
+
+
 def _runs_at_least_once(loop: Loop) -> bool:
+    if loop.entered:
+        return True
     start, stop = _static(loop.start), _static(loop.stop)
     return start is not None and stop is not None and stop > start
 
@@ -49,13 +75,15 @@ def _static(expr) -> int | None:
     return None
 
 
-def _hoist_from(loop: Loop, fresh) -> tuple[tuple, Loop]:
+def _hoist_from(loop: Loop, fresh, available: dict) -> tuple[tuple, Loop]:
     varying = {loop.var} | _assigned(loop.body)
     stored = _stored(loop.body)
     hoisted: dict[Load, Reg] = {}
 
     def visit(node):
         if isinstance(node, Load) and node.buffer not in stored and not (_names(node) & varying):
+            if node in available:
+                return available[node]
             if node not in hoisted:
                 hoisted[node] = Reg(fresh(f"{node.buffer}_tile"), node.dtype, node.dims)
             return hoisted[node]
