@@ -27,6 +27,16 @@ how it is made is decided here, once. An access goes through a descriptor when:
   the tensor, that is by the batch (docs/determinism.md). A tl.dot kernel keeps its variant: its
   operands reach the MMA through shared memory in either, and its sums are over the MMA's tiles.
 
+Where every tile divides its tensor the pointer kernel needs no masks either, and which variant
+runs then is decided here too, per kernel (`DescriptorPlan.divided`), from what was measured on
+an H200: the pointer kernel for a loop of independent contractions (2026-11-30: matmul 4096³
+216 vs 270 µs with descriptors, transpose 4096² fp32 38 vs 71 µs), descriptors where a loop's
+contraction reads another one's result (attention's P·V reads Q·Kᵀ: 2026-12-01, b4h32s4096d128
+fp16, descriptors 4-20% faster: 2186 vs 2255 µs, causal 1234 vs 1321). Such a loop keeps a
+whole dot result live in registers beside the accumulator; the copy engine spares it the
+pointer tiles and their address arithmetic. The hardware model does not price the two (it
+models neither the address arithmetic nor the register pressure): a measured rule, not a price.
+
 Host-side descriptors rather than tl.make_tensor_descriptor: device-side ones need a global
 scratch allocator (triton.set_allocator), process-wide state that a standalone module should not
 install, and every program would write its descriptors to memory first; host-side ones are
@@ -39,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from lowering.tile_ir import Binary, Const, Load, Scalar, Store, TileAccess, TileKernel
+from lowering.tile_ir import Assign, Binary, Const, Dot, Load, Loop, Reg, Scalar, Store, TileAccess, TileKernel
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.names import python_name
 
@@ -62,10 +72,15 @@ class Descriptor:
     blocks: tuple[str | None, ...]
 
 
+POINTERS, DESCRIPTORS = "pointers", "descriptors"
+
+
 @dataclass(frozen=True)
 class DescriptorPlan:
     kernel: str                               # the pointer kernel's name
     descriptors: tuple[Descriptor, ...]
+    divided: str = POINTERS                   # the variant that runs when every tile divides its tensor
+    why: str = "no loop's contraction reads another's result: unmasked pointers ran faster"
 
     @property
     def variant(self) -> str:
@@ -100,8 +115,52 @@ def plan_descriptors(kernel: TileKernel) -> DescriptorPlan | None:
     wanted = [key for key in wanted if key not in unaligned]
     if not wanted:
         return None
-    return DescriptorPlan(kernel.name, tuple(Descriptor(_param_name(buffer, wanted[:index]), buffer, names)
-                                             for index, (buffer, names) in enumerate(wanted)))
+    descriptors = tuple(Descriptor(_param_name(buffer, wanted[:index]), buffer, names)
+                        for index, (buffer, names) in enumerate(wanted))
+    chained = _chained_contraction(kernel.body)
+    if chained is None:
+        return DescriptorPlan(kernel.name, descriptors)
+    return DescriptorPlan(kernel.name, descriptors, DESCRIPTORS,
+                          f"loop {chained}: a contraction reads another's result (measured: descriptors faster)")
+
+
+def _chained_contraction(body: tuple) -> str | None:
+    """The first loop (by variable) whose body has a tl.dot reading, through registers assigned in
+    that body, the result of another tl.dot of it."""
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            if _chains(stmt.body):
+                return stmt.var
+            inner = _chained_contraction(stmt.body)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _chains(body: tuple) -> bool:
+    from_dots: set[str] = set()   # registers holding (something computed from) a dot's result
+    for stmt in body:
+        if not isinstance(stmt, Assign):
+            continue
+        dots = _nodes(stmt.value, Dot)
+        if any(_reads_any(operand, from_dots) for dot in dots for operand in (dot.a, dot.b)):
+            return True
+        if dots or _reads_any(stmt.value, from_dots):
+            from_dots.add(stmt.name)
+    return False
+
+
+def _reads_any(expr, names: set[str]) -> bool:
+    return any(reg.name in names for reg in _nodes(expr, Reg))
+
+
+def _nodes(node, kind) -> list:
+    if isinstance(node, tuple):
+        return [found for item in node for found in _nodes(item, kind)]
+    if not dataclasses.is_dataclass(node) or isinstance(node, type):
+        return []
+    found = [n for f in dataclasses.fields(node) for n in _nodes(getattr(node, f.name), kind)]
+    return [node, *found] if isinstance(node, kind) else found
 
 
 def _takes_a_descriptor(access: Load | Store, dtypes: dict[str, str], read_and_written: set[str]) -> bool:

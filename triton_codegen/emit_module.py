@@ -144,7 +144,7 @@ def _launch_function(kernel: TileKernel, plan: DescriptorPlan | None, src: Sourc
         src.call("options = dict(", options)
         src.line(
             f'return launch_variant("{kernel.name}", {kernel.name}, {plan.variant}, DESCRIPTORS["{kernel.name}"], '
-            "t, config, (programs,), args, options, wrap)"
+            f't, config, (programs,), args, options, wrap, divided="{plan.divided}")  # {plan.why}'
         )
 
 

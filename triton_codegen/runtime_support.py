@@ -358,9 +358,10 @@ _TMA_ALIGNMENT = 16
 _CAPABILITIES = {}
 
 
-def launch_variant(kernel, pointers, descriptors, planned, t, config, grid, args, options, wrap):
+def launch_variant(kernel, pointers, descriptors, planned, t, config, grid, args, options, wrap, divided="pointers"):
     """Launch `descriptors` (a `_tma` variant) with a tensor descriptor per planned argument,
-    {param: (buffer, block constexpr names, None for 1)}, where it can run, else `pointers`."""
+    {param: (buffer, block constexpr names, None for 1)}, where it can run, else `pointers`;
+    `divided`: the variant when every tile divides its tensor (descriptors.DescriptorPlan)."""
     blocks = {
         param: (buffer, tuple(config[name] if name else 1 for name in names))
         for param, (buffer, names) in planned.items()
@@ -374,7 +375,7 @@ def launch_variant(kernel, pointers, descriptors, planned, t, config, grid, args
     problem = (
         _CHOSEN_VARIANT[key]
         if key in _CHOSEN_VARIANT
-        else _remember(_CHOSEN_VARIANT, key, _descriptor_problem(t, blocks, wrap))
+        else _remember(_CHOSEN_VARIANT, key, _descriptor_problem(t, blocks, wrap, divided))
     )
     if problem is None:
         from triton.runtime.errors import OutOfResources
@@ -399,7 +400,7 @@ def launch_variant(kernel, pointers, descriptors, planned, t, config, grid, args
 _CHOSEN_VARIANT = {}  # (kernel, switches, each descriptor's block and tensor metadata) -> why not descriptors, or None
 
 
-def _descriptor_problem(t, blocks, wrap):
+def _descriptor_problem(t, blocks, wrap, divided):
     """Why the descriptor variant cannot run with these tensors, or None."""
     if not USE_DESCRIPTORS:
         return "descriptors switched off (USE_DESCRIPTORS = False)"
@@ -409,10 +410,9 @@ def _descriptor_problem(t, blocks, wrap):
         problem = _capability_problem(t[buffer].device) or _layout_problem(buffer, t[buffer], block)
         if problem:
             return problem
-    if all(_tiles_divide(t[buffer], block) for buffer, block in blocks.values()):
-        # the pointer kernel's accesses are then unmasked, and ran faster on an H200 (2026-11-30:
-        # matmul 4096^3 216 vs 270 us, transpose 4096^2 fp32 38 vs 71 us); descriptors pay where
-        # the copy engine replaces masks (3000x5000x1000: 103 vs 224 us)
+    if divided == "pointers" and all(_tiles_divide(t[buffer], block) for buffer, block in blocks.values()):
+        # the pointer kernel's accesses are then unmasked; which variant runs faster then is the
+        # plan's decision (descriptors.py: measured on matmuls, transposes and attention)
         return "every tile divides its tensor: the pointer kernel needs no masks"
     return None
 

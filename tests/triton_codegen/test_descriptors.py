@@ -13,6 +13,7 @@ from triton_codegen.aot import compile_ahead_of_time
 from triton_codegen.configs import config_space
 from triton_codegen.descriptors import plan_descriptors
 
+from attention import make_attention
 from batch_matmul import make_batch_matmul
 from matmul import make_matmul
 from softmax import make_softmax
@@ -214,9 +215,22 @@ def test_tiles_that_divide_every_tensor_run_the_pointer_variant(matmul):
     """The pointer kernel is then unmasked, and measured faster than descriptors on the H200."""
     module = matmul.module()
     a = torch.zeros(64, 48, dtype=torch.float16)
-    assert module._descriptor_problem({"A": a}, {"A_desc": ("A", (16, 16))}, module.launch_directly) == \
+    problem = module._descriptor_problem
+    assert problem({"A": a}, {"A_desc": ("A", (16, 16))}, module.launch_directly, "pointers") == \
         "every tile divides its tensor: the pointer kernel needs no masks"
-    assert module._descriptor_problem({"A": a}, {"A_desc": ("A", (32, 32))}, module.launch_directly) is None
+    assert problem({"A": a}, {"A_desc": ("A", (32, 32))}, module.launch_directly, "pointers") is None
+    # a plan that measured descriptors faster on dividing tiles keeps them there
+    assert problem({"A": a}, {"A_desc": ("A", (16, 16))}, module.launch_directly, "descriptors") is None
+
+
+def test_a_loop_whose_contraction_reads_another_keeps_descriptors_where_tiles_divide():
+    """Attention's P·V reads Q·Kᵀ in the key loop: descriptors measured 4-20% faster there; a
+    matmul's independent K steps stay on unmasked pointers."""
+    [attention_kernel] = with_tile_accesses(compile(make_attention(1, 2, 64, 16), verify=False).program).kernels
+    plan = plan_descriptors(attention_kernel)
+    assert plan.divided == "descriptors" and plan.why.startswith("loop j_0: a contraction reads another's result")
+    [matmul_kernel] = with_tile_accesses(compile(make_matmul(64, 64, 256), verify=False).program).kernels
+    assert plan_descriptors(matmul_kernel).divided == "pointers"
 
 
 def test_rows_that_start_inside_16_bytes_stay_on_pointers():
