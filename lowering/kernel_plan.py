@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, is_dataclass
 
 import tvm_ffi
-from tvm import tirx
+from tvm import s_tir, tirx
 
 from tir_passes.infra.pass_util import top_level_statements
+from tir_passes.contracts.online_contract import online_shift
 from tir_passes.contracts.tile_contract import SERIAL, TILE, loop_tile
 
 from .tile_ir import Dot, Loop, TileProgram
@@ -59,13 +60,15 @@ class KernelPlan:
     dots: tuple[DotPlan, ...]          # in program order
     loops: tuple[int, ...]             # the nesting depth of every loop, in program order
     windows: tuple[WindowPlan, ...]    # sorted by band
+    restarts: tuple[bool, ...] = ()    # per online shift, in program order: do its sums restart at -inf
 
     def describe(self) -> str:
         axes = ", ".join(f"{a.size}{'/split' if a.split else ''} of {a.extent}" for a in self.tile_axes) or "-"
         dots = ", ".join(f"dot({d.a}, {d.b}) -> {d.acc}" + (f" {d.precision}" if d.a == "float32" else "")
                          for d in self.dots) or "no dot"
         windows = ", ".join(f"window[{w.low}, {w.high}]" for w in self.windows) or "no window"
-        return f"grid {self.grid}, tiles [{axes}], {dots}, loops {list(self.loops)}, {windows}"
+        restarts = "".join(f", online sums {'restart' if r else 'without restart'}" for r in self.restarts)
+        return f"grid {self.grid}, tiles [{axes}], {dots}, loops {list(self.loops)}, {windows}{restarts}"
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,20 @@ def plan_of(kernel) -> ProgramPlan:
 def _kernel_plan(kernel, stmt) -> KernelPlan:
     tile_axes, windows = _contract_loops(stmt)
     return KernelPlan(len(kernel.grid), tuple(sorted(tile_axes, key=TileAxisPlan.key)), tuple(_dots(kernel.body)),
-                      tuple(_loop_depths(kernel.body, 0)), tuple(windows))
+                      tuple(_loop_depths(kernel.body, 0)), tuple(windows), _restarts(stmt))
+
+
+def _restarts(stmt) -> tuple[bool, ...]:
+    """OnlineSoftmax's decision per shift block (online_contract.OnlineShift.first_finite)."""
+    found: list[bool] = []
+
+    def visit(block: s_tir.SBlock) -> None:
+        mark = online_shift(block)
+        if mark is not None:
+            found.append(not mark.first_finite)
+
+    tvm_ffi.structural_walk(stmt, (s_tir.SBlock, visit))
+    return tuple(found)
 
 
 def _contract_loops(stmt) -> tuple[list[TileAxisPlan], list[WindowPlan]]:

@@ -17,7 +17,8 @@ What is proven, of the max's element x at j = start, over the rows' domains:
   c is proven at the start, or cannot turn true as j grows (a comparison linear in j whose sign
   keeps it false, `j <= i`, `j < i + 3`, or one free of j, `i < n`): where it fails at the start
   it fails along the whole row, whose elements are then all -inf; where it holds, x is a;
-- a select whose condition is proven true (false) at the start is its first (second) branch;
+- a select whose condition is proven true (false) at the start is its first (second) branch; an
+  undecided one is finite where both branches are (a finite fill such as -1e30);
 - finite values: +, -, *, min, max, float casts, division by a non-zero constant, finite
   constants, integer expressions, and loads of an intermediate that one block writes: a sum
   reduction (`Y = Y + t`, T.init finite) of finite terms in which parameters may be read (a
@@ -137,19 +138,23 @@ def _finite(context: _Context, expr, parameters: bool, depth: int) -> None:
     if isinstance(expr, tirx.Div) and isinstance(expr.b, tirx.FloatImm) and expr.b.value != 0:
         return _finite(context, expr.a, parameters, depth)
     if _select(expr) is not None:
-        return _finite(context, _decided_branch(context, _select(expr)), parameters, depth)
+        for branch in _taken_branches(context, _select(expr)):
+            _finite(context, branch, parameters, depth)
+        return None
     if isinstance(expr, tvm.ir.TensorLoad):
         return _finite_load(context, expr, parameters, depth)
     raise _Unproven(f"`{expr}` is not proven finite")
 
 
-def _decided_branch(context: _Context, parts: tuple):
+def _taken_branches(context: _Context, parts: tuple) -> tuple:
+    """The branch the select takes at the first element where its condition is decided there,
+    else both (a finite fill, `-1e30`, is as good as the value it replaces)."""
     cond, a, b = parts
     if _proven(context, cond):
-        return a
+        return (a,)
     if _proven(context, tirx.Not(cond)):
-        return b
-    raise _Unproven(f"the select on `{cond}` is not decided at the first element")
+        return (b,)
+    return a, b
 
 
 def _finite_load(context: _Context, load, parameters: bool, depth: int) -> None:

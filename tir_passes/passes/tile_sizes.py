@@ -12,7 +12,8 @@
 - column reductions (the reduced axis strided in every load): 64 columns stepped down 64 rows, and
   the rows split into partials while the programs do not fill the GPU (column_splits);
 - online nests (a running maximum with sums over the same loop, OnlineSoftmax): that loop in
-  tiles of 64 (32 for fp32) beside rows of 128 (64), the shape of flash attention's tiles.
+  tiles of 64 (32 for fp32) beside rows of 128 (64), the shape of flash attention's tiles; on
+  sm_90 with 16-bit operands, 128 keys with 8 warps and 3 stages where they fit (measured).
 """
 
 from __future__ import annotations
@@ -216,20 +217,36 @@ def fused_warps(rows: int, widest: int) -> int:
     return max(4, min(16, power_of_two_floor(max(1, rows * widest // 512))))
 
 
-def online_sizes(dtype: str, rows_extent: int | None, loop_extent: int | None,
-                 contraction: bool, limits: BackendLimits) -> tuple[int, int, int]:
-    """(rows, columns, warps) of an online nest: the rows a program keeps, and the tile of the
-    loop its running maximum walks. With a contraction (attention), tl.dot tiles, each at least
-    tl.dot's minimum; without (a softmax whose rows are too long for one tile), a row-wise stream:
-    wide column tiles and as many rows as a program's element budget allows."""
+def online_sizes(spec: GpuSpec, dtype: str, rows_extent: int | None, loop_extent: int | None,
+                 contraction: bool, limits: BackendLimits, depth: int | None = None) -> tuple[int, int, int, int]:
+    """(rows, columns, warps, stages) of an online nest: the rows a program keeps, and the tile of
+    the loop its running maximum walks. With a contraction (attention; `depth`: its other axis,
+    the head dimension), tl.dot tiles, each at least tl.dot's minimum; without (a softmax whose
+    rows are too long for one tile), a row-wise stream: wide column tiles and as many rows as a
+    program's element budget allows."""
     if not contraction:
         columns = min(next_power_of_two(loop_extent or UNKNOWN_EXTENT), ROW_ELEMENTS_PER_PROGRAM)
         rows = fused_rows(columns, rows_extent, False, limits)
-        return rows, columns, fused_warps(rows, columns)
-    rows, columns = (128, 64) if element_bytes(dtype) <= 2 else (64, 32)
+        return rows, columns, fused_warps(rows, columns), 2
+    (rows, columns), warps, stages = ((128, 64) if element_bytes(dtype) <= 2 else (64, 32)), 4, 2
+    if _wide_key_tiles_fit(spec, dtype, depth):
+        columns, warps, stages = 128, 8, PIPELINE_STAGES
     rows = max(limits.dot_min_block, min(rows, next_power_of_two(rows_extent or rows)))
     columns = max(limits.dot_min_block, min(columns, next_power_of_two(loop_extent or columns)))
-    return rows, columns, 4   # H200, b4h32s4096d128 fp16: 4 warps 410 TFLOP/s, 8 warps 348 (2026-11-30)
+    return rows, columns, warps, stages
+
+
+def _wide_key_tiles_fit(spec: GpuSpec, dtype: str, depth: int | None) -> bool:
+    """128 rows × 128 keys, 8 warps, 3 stages: on the H200 (2026-12-01, b4h32s4096d128 fp16, the
+    descriptor variant that attention runs, triton_codegen/descriptors.py) 1197 µs causal against
+    1234 at 128×64, 4 warps, 2 stages, and 2193 against 2186 unmasked; each knob alone lost
+    (128 keys with 4 warps 4455 µs, 3 stages alone 3419). Only with TMA (sm_90: without it the
+    pointer kernel runs, unmeasured at these tiles), 16-bit operands, and when the query tile and
+    the stages' key and value tiles fit the program's shared memory (head dimension known)."""
+    if spec.compute_capability < 90 or element_bytes(dtype) > 2 or depth is None:
+        return False
+    depth = next_power_of_two(depth)
+    return (128 + PIPELINE_STAGES * 2 * 128) * depth * element_bytes(dtype) <= spec.shared_memory_per_block
 
 
 def rows_filling_the_gpu(rows: int, rows_extent: int, other_programs: int, spec: GpuSpec) -> int:

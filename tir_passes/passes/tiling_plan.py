@@ -346,16 +346,18 @@ def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | Non
     return loop, dtype, contraction is not None
 
 
-def _plan_online(
-    spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, bool], plan: KernelPlan, axis_name
-) -> tuple[int, int]:
+def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, bool], plan: KernelPlan,
+                 axis_name) -> tuple[int, int]:
     """Tile the online loop (stepped by a serial loop) and choose the rows; returns (rows, columns)."""
     loop, dtype, contraction = online
-    rows_extent = static_int(shape.shared[-1].extent)
-    loop_extent = static_int(loop.extent)
+    rows_extent, loop_extent = static_int(shape.shared[-1].extent), static_int(loop.extent)
     if plan.deterministic:  # neither the extents nor the GPU's multiprocessors decide the tiles
         rows_extent = loop_extent = None
-    rows, columns, plan.num_warps = tile_sizes.online_sizes(dtype, rows_extent, loop_extent, contraction, spec.limits)
+    depth = max((static_int(l.extent) or 0 for loops, realize in shape.subs if contraction_operands(realize.block)
+                 for l in loops if not l.same_as(loop) and not any(l.same_as(s) for s in shape.shared)), default=0)
+    sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits,
+                                    depth or None)
+    rows, columns, plan.num_warps, plan.num_stages = sizes
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)
@@ -375,9 +377,8 @@ def _recomputes_the_row(loop: tirx.For, realize, recomputed: frozenset[str]) -> 
     return realize.block.name_hint in recomputed and loop_kind(loop, realize) == SPATIAL
 
 
-def _plan_fused(
-    spec: GpuSpec, shape: FusedShape, blocked, deterministic=False, recomputed: frozenset[str] = frozenset()
-) -> KernelPlan:
+def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
+                recomputed: frozenset[str] = frozenset()) -> KernelPlan:
     plan = _fused_contraction(spec, shape, blocked, _axis_namer, deterministic)
     if plan is not None:
         return plan
