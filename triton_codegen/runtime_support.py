@@ -400,7 +400,7 @@ def launch_variant(kernel, pointers, descriptors, planned, t, config, grid, args
 _CHOSEN_VARIANT = {}  # (kernel, switches, each descriptor's block and tensor metadata) -> why not descriptors, or None
 
 
-def _descriptor_problem(t, blocks, wrap, divided):
+def _descriptor_problem(t, blocks, wrap, divided="pointers"):
     """Why the descriptor variant cannot run with these tensors, or None."""
     if not USE_DESCRIPTORS:
         return "descriptors switched off (USE_DESCRIPTORS = False)"
