@@ -237,12 +237,13 @@ def online_sizes(spec: GpuSpec, dtype: str, rows_extent: int | None, loop_extent
 
 
 def _wide_key_tiles_fit(spec: GpuSpec, dtype: str, depth: int | None) -> bool:
-    """128 rows × 128 keys, 8 warps, 3 stages: on the H200 (2026-12-01, b4h32s4096d128 fp16, the
-    descriptor variant that attention runs, triton_codegen/descriptors.py) 1197 µs causal against
-    1234 at 128×64, 4 warps, 2 stages, and 2193 against 2186 unmasked; each knob alone lost
-    (128 keys with 4 warps 4455 µs, 3 stages alone 3419). Only with TMA (sm_90: without it the
-    pointer kernel runs, unmeasured at these tiles), 16-bit operands, and when the query tile and
-    the stages' key and value tiles fit the program's shared memory (head dimension known)."""
+    """128 rows × 128 keys, 8 warps, 3 stages: on the H200 (2026-12-01, b4h32s4096d128 fp16,
+    benchmarks/results/2026-12-01-h200-sota-sweep.json) 1197 µs causal against 1234 at 128×64,
+    4 warps, 2 stages, and 2193 against 2186 unmasked, with descriptors (what attention runs,
+    triton_codegen/descriptors.py); on pointers 1283 against 1321 and 2284 against 2255; each
+    knob alone lost (128 keys with 4 warps 4420 µs, 3 stages alone 2346). Only on sm_90 (the GPU
+    measured), for 16-bit operands, and where the query tile and the stages' key and value tiles
+    fit the program's shared memory (head dimension known; 4 stages did not fit)."""
     if spec.compute_capability < 90 or element_bytes(dtype) > 2 or depth is None:
         return False
     depth = next_power_of_two(depth)
