@@ -355,8 +355,8 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
         rows_extent = loop_extent = None
     depth = max((static_int(l.extent) or 0 for loops, realize in shape.subs if contraction_operands(realize.block)
                  for l in loops if not l.same_as(loop) and not any(l.same_as(s) for s in shape.shared)), default=0)
-    sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits,
-                                    depth or None)
+    depth = None if plan.deterministic else depth or None   # nor does the GPU's shared memory
+    sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits, depth)
     rows, columns, plan.num_warps, plan.num_stages = sizes
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
