@@ -57,15 +57,25 @@ def test_square_shapes_are_not_narrowed():
 
 
 def test_large_16_bit_gemms_get_wide_tiles_on_sm_90_only():
-    # what the H200 sweep measured for a shape whose tiles do not divide (docs/benchmarks.md)
-    extents = {"M": 3000, "N": 5000, "K": 1000}
-    tiles = contraction_tiles(H200, "float16", extents)
-    assert (tiles.m, tiles.n, tiles.k, tiles.warps) == (128, 256, 64, 8)
-    assert contraction_tiles(A100, "float16", extents).n == 128
-    assert contraction_tiles(H200, "float32", extents).n == 64   # fp32 keeps its tiles
+    for extents in ({"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 11008, "K": 4096}):   # tiles divide
+        tiles = contraction_tiles(H200, "float16", extents)
+        assert (tiles.m, tiles.n, tiles.k, tiles.warps) == (128, 256, 64, 8), extents
+        assert contraction_tiles(A100, "float16", extents).n == 128
+        assert contraction_tiles(H200, "float32", extents).n == 64   # fp32 keeps its tiles
     # small shapes, all launch: the base stays (the price must save CONFIDENCE to move it)
     small = contraction_tiles(H200, "float32", {"M": 67, "N": 45, "K": 33})
     assert (small.m, small.n, small.k) == (64, 64, 32)
+
+
+def test_wide_tiles_that_do_not_divide_need_room_for_the_staged_output_tile():
+    """Tiles that do not divide run the descriptor variant, which stages the output tile beside the
+    operand stages: 128×256 into fp32 does not fit the H200's shared memory (its pointer fallback
+    measured 1.8× slower than 128×128), into fp16 it does."""
+    extents = {"M": 3000, "N": 5000, "K": 1000}
+    into_fp32 = contraction_tiles(H200, "float16", extents, out_bytes=4)
+    into_fp16 = contraction_tiles(H200, "float16", extents, out_bytes=2)
+    assert (into_fp32.m, into_fp32.n) == (128, 128)
+    assert (into_fp16.m, into_fp16.n, into_fp16.warps) == (128, 256, 8)
 
 
 @T.prim_func(s_tir=True)

@@ -24,3 +24,29 @@ def test_other_gpus_and_fp32_keep_the_narrow_tiles():
 def test_short_key_rows_cap_the_tile_at_their_extent():
     h200 = gpu_spec("H200")
     assert online_sizes(h200, "float16", 37, 37, True, h200.limits, depth=16) == (64, 64, 8, 3)
+
+
+def test_only_masked_walks_take_the_wide_key_tiles():
+    h200 = gpu_spec("H200")
+    assert online_sizes(h200, "float16", 4096, 4096, True, h200.limits, depth=128, masked=False) == (128, 64, 4, 2)
+
+
+def test_the_mask_decides_the_tiles_whatever_form_it_is_written_in():
+    """Unmasked attention keeps 128×64 / 4 warps; causal attention takes 128 keys and 8 warps, with
+    the mask in a separate block (the example) or inline in each stage (attention_forms)."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    from attention import make_attention
+    from attention_causal import make_causal_attention
+    from attention_forms import make_attention_inline_mask
+    from triton_codegen import compile
+
+    def plan(func):   # 4 × 32 heads of 512 queries: enough programs that the rows stay at 128
+        kernel = compile(func, verify=False, gpu="H200").program.kernels[0]
+        return kernel.num_warps, kernel.num_stages, {d.block: d.default for d in kernel.dims}["BLOCK_J"]
+
+    assert plan(make_attention(4, 32, 512, 128)) == (4, 2, 64)
+    assert plan(make_causal_attention(4, 32, 512, 128)) == (8, 3, 128)
+    assert plan(make_attention_inline_mask(4, 32, 512, 128)) == (8, 3, 128)

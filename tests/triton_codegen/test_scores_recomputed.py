@@ -55,9 +55,11 @@ def test_recomputing_pays_only_for_short_contractions():
 
 
 def test_rows_per_program_fill_one_wave():
-    assert rows_filling_the_gpu(128, 4096, 1, 132) == 32      # 128 programs on 132 multiprocessors
-    assert rows_filling_the_gpu(128, 4096, 128, 132) == 128   # attention b4h32: 4096 programs already
-    assert rows_filling_the_gpu(128, 37, 1, 132) == 16        # never below tl.dot's minimum
+    h200 = gpu_spec("H200")
+    assert h200.multiprocessors == 132
+    assert rows_filling_the_gpu(128, 4096, 1, h200) == 32      # 128 programs on 132 multiprocessors
+    assert rows_filling_the_gpu(128, 4096, 128, h200) == 128   # attention b4h32: 4096 programs already
+    assert rows_filling_the_gpu(128, 37, 1, h200) == 16        # never below tl.dot's minimum
 
 
 S, N, K = 32, 1024, 16

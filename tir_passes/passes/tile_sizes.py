@@ -57,8 +57,9 @@ def base_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: 
     return sizes
 
 
-def _fits(spec: GpuSpec, elt: int, sizes: dict[str, int], stages: int, dots: int) -> bool:
-    return stages * dots * (sizes["M"] + sizes["N"]) * sizes["K"] * elt <= spec.shared_memory_per_block
+def _fits(spec: GpuSpec, elt: int, sizes: dict[str, int], stages: int, dots: int, extra_bytes: int = 0) -> bool:
+    staged = stages * dots * (sizes["M"] + sizes["N"]) * sizes["K"] * elt
+    return staged + extra_bytes <= spec.shared_memory_per_block
 
 
 def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1,
@@ -74,26 +75,32 @@ def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None],
     if any(extents.get(axis) is None for axis in ("M", "N", "K")):
         return base
     static = {axis: int(extents[axis]) for axis in ("M", "N", "K")}
-    candidates = [base] + candidates_wide(spec, elt, static, base, dots) + \
+    candidates = [base] + candidates_wide(spec, elt, static, base, dots, out_bytes) + \
         candidates_filling(spec, elt, static, base, dots, batch)
     prices = [gemm_price(spec, elt, out_bytes, static, tiles, batch) for tiles in candidates]
     best = min(range(len(candidates)), key=lambda i: (round(prices[i].seconds, 9), prices[i].shared_bytes, i))
     return candidates[best] if prices[best].seconds < (1 - CONFIDENCE) * prices[0].seconds else base
 
 
-def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles, dots: int) -> list[GemmTiles]:
+def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles, dots: int,
+                    out_bytes: int = 4) -> list[GemmTiles]:
     """128×256 and 256×128 tiles of 16-bit data where the extents hold them and the stages fit, on
     GPUs whose tensor cores read both operands from shared memory (sm_90's wgmma: the 128×256 fp32
     accumulator is the only large register tile). Learnt from the H200 sweeps (docs/benchmarks.md):
-    128×256 tiles ran 3000×5000×1000 in 77.9 µs against 103 µs at 128×128; torch inductor's Hopper
-    configs lead with the same shape."""
+    128×256 tiles ran 4096³ in 197 µs against 210 at 128×128; torch inductor's Hopper configs lead
+    with the same shape. Where the tiles do not divide the extents the launcher runs the
+    descriptor variant, which also stages the output tile: a wide tile is a candidate there only
+    if that fits too (3000×5000×1000 into fp32 needs 278,552 bytes of 232,448; its pointer fallback
+    ran 183 µs against 104 at 128×128 with descriptors, H200 2026-12-02)."""
     if elt > 2 or spec.compute_capability < 90 or (base.m, base.n) != (128, 128):
         return []
     found = []
     for m, n in ((128, 256), (256, 128)):
         sizes = {"M": m, "N": n, "K": base.k}
+        divides = extents["M"] % m == 0 and extents["N"] % n == 0 and extents["K"] % base.k == 0
+        staged_output = 0 if divides else m * n * out_bytes
         if next_power_of_two(extents["M"]) >= m and next_power_of_two(extents["N"]) >= n and \
-                _fits(spec, elt, sizes, PIPELINE_STAGES, dots):
+                _fits(spec, elt, sizes, PIPELINE_STAGES, dots, staged_output):
             found.append(GemmTiles(m, n, base.k, PIPELINE_STAGES, 8))
     return found
 
@@ -218,18 +225,20 @@ def fused_warps(rows: int, widest: int) -> int:
 
 
 def online_sizes(spec: GpuSpec, dtype: str, rows_extent: int | None, loop_extent: int | None,
-                 contraction: bool, limits: BackendLimits, depth: int | None = None) -> tuple[int, int, int, int]:
+                 contraction: bool, limits: BackendLimits, depth: int | None = None,
+                 masked: bool = True) -> tuple[int, int, int, int]:
     """(rows, columns, warps, stages) of an online nest: the rows a program keeps, and the tile of
     the loop its running maximum walks. With a contraction (attention; `depth`: its other axis,
     the head dimension), tl.dot tiles, each at least tl.dot's minimum; without (a softmax whose
     rows are too long for one tile), a row-wise stream: wide column tiles and as many rows as a
-    program's element budget allows."""
+    program's element budget allows. `masked`: the walk selects on its position (a causal or
+    windowed walk, analyses/masked_walk.py); only those take the wide key tiles."""
     if not contraction:
         columns = min(next_power_of_two(loop_extent or UNKNOWN_EXTENT), ROW_ELEMENTS_PER_PROGRAM)
         rows = fused_rows(columns, rows_extent, False, limits)
         return rows, columns, fused_warps(rows, columns), 2
     (rows, columns), warps, stages = ((128, 64) if element_bytes(dtype) <= 2 else (64, 32)), 4, 2
-    if _wide_key_tiles_fit(spec, dtype, depth):
+    if masked and _wide_key_tiles_fit(spec, dtype, depth):
         columns, warps, stages = 128, 8, PIPELINE_STAGES
     rows = max(limits.dot_min_block, min(rows, next_power_of_two(rows_extent or rows)))
     columns = max(limits.dot_min_block, min(columns, next_power_of_two(loop_extent or columns)))
@@ -243,7 +252,9 @@ def _wide_key_tiles_fit(spec: GpuSpec, dtype: str, depth: int | None) -> bool:
     triton_codegen/descriptors.py); on pointers 1283 against 1321 and 2284 against 2255; each
     knob alone lost (128 keys with 4 warps 4420 µs, 3 stages alone 2346). Only on sm_90 (the GPU
     measured), for 16-bit operands, and where the query tile and the stages' key and value tiles
-    fit the program's shared memory (head dimension known; 4 stages did not fit)."""
+    fit the program's shared memory (head dimension known; 4 stages did not fit). Unmasked walks
+    keep 128×64 / 4 warps / 2 stages: on 2026-12-02 they ran 2103 µs against 2244 at 128×128
+    (2159 on pointers), and causal ran 1257 µs against 1431 at 128×64 (benchmarks/attention_gpu.py)."""
     if spec.compute_capability < 90 or element_bytes(dtype) > 2 or depth is None:
         return False
     depth = next_power_of_two(depth)

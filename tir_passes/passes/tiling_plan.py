@@ -30,6 +30,7 @@ from tvm import s_tir, tirx
 from tir_passes.analyses.columns import column_loop, reduces_down_columns
 from tir_passes.passes import tile_sizes
 from tir_passes.analyses.dependence import carried_dependences
+from tir_passes.analyses.masked_walk import walk_is_masked
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
 from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.gpu_specs import GpuSpec
@@ -356,7 +357,8 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     depth = max((static_int(l.extent) or 0 for loops, realize in shape.subs if contraction_operands(realize.block)
                  for l in loops if not l.same_as(loop) and not any(l.same_as(s) for s in shape.shared)), default=0)
     depth = None if plan.deterministic else depth or None   # nor does the GPU's shared memory
-    sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits, depth)
+    sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits, depth,
+                                    walk_is_masked(shape.subs, loop))
     rows, columns, plan.num_warps, plan.num_stages = sizes
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
