@@ -38,7 +38,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 
-from tir_passes.analyses.nest import blocks_under, call_name, conjuncts, contraction_term, uses_var
+from tir_passes.analyses.nest import blocks_under, conjuncts, contraction_term, select_parts, uses_var
 
 _COMPARISONS = (tirx.LT, tirx.LE, tirx.GT, tirx.GE)
 _ARITHMETIC = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Min, tirx.Max)
@@ -87,7 +87,7 @@ def _proven(context: _Context, cond) -> bool:
 
 def _masked_finite(context: _Context, expr) -> None:
     """x's top level: selects whose else-branch is -inf may mask a whole row."""
-    parts = _select(expr)
+    parts = select_parts(expr)
     if parts is not None and _is_minus_inf(parts[2]):
         for part in conjuncts(parts[0]):
             if not (_proven(context, part) or _stays_false(context, part)):
@@ -95,15 +95,6 @@ def _masked_finite(context: _Context, expr) -> None:
         _masked_finite(context, parts[1])
         return
     _finite(context, expr, parameters=False, depth=_DEPTH)
-
-
-def _select(expr) -> tuple | None:
-    """(condition, then, else) of a T.if_then_else or a T.Select."""
-    if call_name(expr) == "if_then_else":
-        return tuple(expr.args)
-    if isinstance(expr, tirx.Select):
-        return expr.condition, expr.true_value, expr.false_value
-    return None
 
 
 def _stays_false(context: _Context, cond) -> bool:
@@ -137,8 +128,8 @@ def _finite(context: _Context, expr, parameters: bool, depth: int) -> None:
         return _finite(context, expr.b, parameters, depth)
     if isinstance(expr, tirx.Div) and isinstance(expr.b, tirx.FloatImm) and expr.b.value != 0:
         return _finite(context, expr.a, parameters, depth)
-    if _select(expr) is not None:
-        for branch in _taken_branches(context, _select(expr)):
+    if select_parts(expr) is not None:
+        for branch in _taken_branches(context, select_parts(expr)):
             _finite(context, branch, parameters, depth)
         return None
     if isinstance(expr, tvm.ir.TensorLoad):

@@ -14,7 +14,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from tir_passes.analyses.nest import call_name, uses_var, vars_of
+from tir_passes.analyses.nest import select_parts, uses_var, vars_of
 
 
 def walk_is_masked(subs, loop: tirx.For) -> bool:
@@ -31,17 +31,16 @@ def walk_is_masked(subs, loop: tirx.For) -> bool:
 
 
 def _conditions(body) -> list:
+    """The conditions of every select in `body` (T.Select and T.if_then_else alike)."""
     found = []
 
-    def visit_select(node):
-        found.append(node.condition)
+    def visit(expr):
+        parts = select_parts(expr)
+        if parts is not None:
+            found.append(parts[0])
 
-    def visit_call(node):
-        if call_name(node) == "if_then_else":
-            found.append(node.args[0])
-
-    tvm_ffi.structural_walk(body, (tirx.Select, visit_select))
-    tvm_ffi.structural_walk(body, (tvm.ir.Call, visit_call))
+    tvm_ffi.structural_walk(body, (tirx.Select, visit))
+    tvm_ffi.structural_walk(body, (tvm.ir.Call, visit))
     return found
 
 

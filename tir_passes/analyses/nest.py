@@ -43,6 +43,15 @@ def call_name(expr) -> str | None:
     return None
 
 
+def select_parts(expr) -> tuple | None:
+    """(condition, then, else) of a T.if_then_else or a T.Select, else None."""
+    if call_name(expr) == "if_then_else":
+        return tuple(expr.args)
+    if isinstance(expr, tirx.Select):
+        return expr.condition, expr.true_value, expr.false_value
+    return None
+
+
 def next_power_of_two(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
