@@ -287,9 +287,14 @@ def _spread_over_reduction_tiles(lowering, acc: Accumulator, value: Expr) -> Exp
         and plan.name not in acc.dims
     ]
     for dim in missing:
-        lanes = Binary(">=", Arange(dim, lowering.scope.dim(dim).block), Const(0, "int32"), "bool", (dim,))
-        value = Where(lanes, value, identity(acc.kind, acc.dtype), acc.dtype, lowering.merge_dims(value.dims, (dim,)))
+        value = laid_along(lowering, value, dim, identity(acc.kind, acc.dtype))
     return value
+
+
+def laid_along(lowering, value: Expr, dim: str, filler: Expr) -> Expr:
+    """`value` broadcast along tile axis `dim` (`filler` sits in lanes that are never selected)."""
+    lanes = Binary(">=", Arange(dim, lowering.scope.dim(dim).block), Const(0, "int32"), "bool", (dim,))
+    return Where(lanes, value, filler, filler.dtype, lowering.merge_dims(value.dims, (dim,)))
 
 
 def _load_mask(expr: Expr) -> tuple | None:

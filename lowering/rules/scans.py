@@ -24,7 +24,7 @@ from tir_passes.analyses.scans import ScanForm, scan_form
 from tir_passes.contracts.tile_contract import ContractError, ScanMark, scan_mark
 
 from lowering.rules.exprs import lower_expr
-from lowering.rules.reductions import accumulator_dtype, cast, combine, identity
+from lowering.rules.reductions import accumulator_dtype, cast, combine, identity, laid_along
 from lowering.tile_ir import Assign, HeldInRegisters, Reduce, Scan, Where
 
 
@@ -108,6 +108,6 @@ class ScanState:
         tails = [c.tile for c in lowering.conditions if mark.axis in c.dims]
         for tail in tails:  # lanes past the extent add nothing to the running value
             x = Where(tail, x, identity(mark.combiner, dtype), dtype, lowering.merge_dims(tail.dims, x.dims))
-        if mark.axis not in x.dims:
-            raise ContractError(f"block {lowering.location}", f"the scan's elements do not vary along {mark.axis}")
+        if mark.axis not in x.dims:  # elements that do not vary along the axis still scan once per lane
+            x = laid_along(lowering, x, mark.axis, identity(mark.combiner, dtype))
         return x
