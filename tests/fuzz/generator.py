@@ -1111,15 +1111,16 @@ def _gluon_value(rng: random.Random, x: str) -> str:
 
 def generate_gluon(seed: int, scale: int = 1) -> Program:
     """A thread-bound schedule the Gluon backend compiles (docs/writing-a-backend.md): tiles that
-    divide the loops, one threadIdx extent per kernel. `map`: a row per program, columns in chunks
-    of a warp-multiple; `staged`: a transpose through a shared tile (the CUDA schedule of
+    divide the loops, one threadIdx extent per kernel, power-of-two tile loops (the backend's
+    layouts are linear over bits: docs/bank-conflicts.md). `map`: a row per program, columns in
+    1, 2 or 4 chunks of a warp-multiple; `staged`: a transpose through a shared tile (the CUDA schedule of
     examples/shared_memory.py), with an elementwise map on the way. float16 or float32 inputs,
     computed in float32 (bounded maps: |x| stays small)."""
     rng = random.Random(f"gluon program {seed}")
     dtype = rng.choice(["float32", "float32", "float16"])
     load = (lambda text: f'T.Cast("float32", {text})') if dtype == "float16" else (lambda text: text)
     if rng.random() < 0.5:
-        rows, threads, chunks = rng.randint(1, 6 * scale), rng.choice([32, 64]), rng.randint(1, 3)
+        rows, threads, chunks = rng.randint(1, 6 * scale), rng.choice([32, 64]), rng.choice([1, 2, 4])
         cols = threads * chunks
         signature = f'X: T.Buffer(({rows}, {cols}), "{dtype}"), Y: T.Buffer(({rows}, {cols}), "float32")'
         value = _gluon_value(rng, load("X[v0, v1]"))

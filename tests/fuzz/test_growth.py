@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -49,6 +50,16 @@ def test_the_gluon_family_is_drawn_from_a_stream_of_its_own():
     assert 0 < len(drawn) < 3 * GLUON_SHARE * len(seeds)
     assert all(generate(s).backend == "gluon" and generate(s).source == generate_gluon(s).source for s in drawn)
     assert generate(drawn[0] + 1).backend == "triton"
+
+
+TILE_LOOP = re.compile(r"range\((\d+)\)|thread_binding\((\d+), thread=\"threadIdx")
+
+
+def test_the_gluon_family_draws_only_power_of_two_tile_loops():
+    # seed 6177 (scale 2) drew `for c in range(3)`, which the backend's linear layouts refuse
+    sources = [generate_gluon(seed, scale).source for seed in range(6000, 6400) for scale in (1, 2)]
+    extents = {int(serial or threads) for source in sources for serial, threads in TILE_LOOP.findall(source)}
+    assert extents and all(e & (e - 1) == 0 for e in extents), sorted(extents)
 
 
 @pytest.mark.interpreter
