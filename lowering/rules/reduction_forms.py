@@ -41,12 +41,12 @@ from tvm import s_tir, tirx
 from tir_passes.errors import UnsupportedConstructError
 from tir_passes.analyses.nest import is_self_load, rescaled_old
 from tir_passes.contracts.online_contract import online_rescale, online_shift
-from tir_passes.infra.reduction_kinds import MAX, MIN, SUM, combiner_nodes
+from tir_passes.infra.reduction_kinds import MAX, MIN, PROD, SUM, combiner_nodes
 
 from lowering.rules.fold_order import old_versus_new
 
 FIRST, LAST = "first", "last"
-_FOLDS = combiner_nodes(tirx, (SUM, MAX, MIN))   # products are scans only (rules/scans.py)
+_FOLDS = combiner_nodes(tirx, (SUM, PROD, MAX, MIN))
 _TESTS = {tirx.GT: lambda s: s > 0, tirx.GE: lambda s: s >= 0, tirx.LT: lambda s: s < 0,
           tirx.LE: lambda s: s <= 0, tirx.EQ: lambda s: s == 0, tirx.NE: lambda s: s != 0}
 _ABOVE, _EQUAL, _BELOW = 1, 0, -1   # the sign of (old key - element's key)
@@ -310,7 +310,7 @@ def reduction_form(block: s_tir.SBlock, where: str) -> ReductionForm:
 def _unsupported_update(block: s_tir.SBlock, update: Update, outputs, where: str) -> UnsupportedConstructError:
     head = f"{where}: reduction block '{block.name_hint}' updates {update.name} with `{_short(update.value)}`"
     if not _reads(update.value, outputs - {update.name}):
-        return UnsupportedConstructError(f"{head}; supported combiners are +, T.max and T.min of the old value")
+        return UnsupportedConstructError(f"{head}; supported combiners are +, *, T.max and T.min of the old value")
     return UnsupportedConstructError(
         f"{head}, which couples it to other outputs in a way tir-triton cannot lower; " + SUPPORTED
     )

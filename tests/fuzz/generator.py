@@ -985,12 +985,12 @@ def family_chain(p: ProgramBuilder) -> None:
 
 
 def family_unsupported(p: ProgramBuilder) -> None:
-    """A product reduction: docs/lowering.md lists reductions other than +, max and min as unsupported."""
+    """A bitwise-or reduction: docs/lowering.md lists reductions other than +, *, max and min as
+    unsupported (products compile since 2026-12-02: tests/lowering/test_product_reductions.py)."""
     axes = p.domain(2, budget=512)
-    x = Expressions(p, axes).load("float32")
-    out = p.output(axes[:1], "float32")
-    value = f"(T.float32(1) + T.tanh({x.text}) * T.float32(0.25))"
-    p.nest("product", axes, "SR", [f"{out.load()} = {out.load()} * {value}"], init=f"{out.load()} = T.float32(1)")
+    x = Expressions(p, axes).load("int32")
+    out = p.output(axes[:1], "int32")
+    p.nest("bitwise_or", axes, "SR", [f"{out.load()} = T.bitwise_or({out.load()}, {x.text})"], init=f"{out.load()} = 0")
 
 
 LOADED_DIVISIONS = ("T.floordiv", "T.floormod", "T.truncdiv", "T.truncmod", "//", "%")

@@ -51,7 +51,7 @@ DOCUMENTED_UNSUPPORTED = {
     "unsupported dtype": r"which tir-triton (does not compile to|cannot express in) Triton",
     "nested blocks": r"nested blocks are not supported",
     "thread-bound loop": r"is bound to a GPU thread",
-    "reduction other than +, max, min": r"supported combiners are \+, T\.max and T\.min",
+    "reduction other than +, *, max, min": r"supported combiners are \+, \*, T\.max and T\.min",
 }
 
 FAILURES = ("unexpected_refusal", "verification", "miscompile", "internal", "aot", "timeout", "invalid")

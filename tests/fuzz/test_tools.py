@@ -51,8 +51,8 @@ def failing(A: T.Buffer((1,), "float32"), C: T.Buffer((1,), "float32"), B: T.Buf
 
 
 def test_only_documented_constructs_may_be_refused():
-    documented = UnsupportedConstructError("x.py:3: reduction block 'B' updates B with `B[v] * A[v]`; supported "
-                                           "combiners are +, T.max and T.min of the old value")
+    documented = UnsupportedConstructError("x.py:3: reduction block 'B' updates B with `B[v] | A[v]`; supported "
+                                           "combiners are +, *, T.max and T.min of the old value")
     other = UnsupportedConstructError("x.py:3: the store to B is guarded by `v < 3`, which varies along axes its "
                                       "index does not")
     assert classify(documented, None, {})[0] == "refused"
