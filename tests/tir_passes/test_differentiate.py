@@ -267,13 +267,23 @@ def copysign_of(X: T.Buffer((4,), "float32"), Y: T.Buffer((4,), "float32")):
 
 
 @T.prim_func(s_tir=True)
-def product(X: T.Buffer((4, 3), "float32"), Y: T.Buffer((4,), "float32")):
+def product(X: T.Buffer((4, 3), "float64"), Y: T.Buffer((4,), "float64")):
     for i, k in T.grid(4, 3):
         with T.sblock("prod"):
             vi, vk = T.axis.remap("SR", [i, k])
             with T.init():
-                Y[vi] = T.float32(1)
-            Y[vi] = Y[vi] * X[vi, vk]
+                Y[vi] = T.float64(2)
+            Y[vi] = Y[vi] * T.tanh(X[vi, vk])
+
+
+def test_a_product_reduction_follows_torch_prod_at_zeros():
+    # rows without a zero, with one zero, with two (torch.prod's gradient: the product of the others)
+    x = torch.tensor([[0.5, -1.25, 2.0], [0.75, 0.0, -1.5], [0.0, 1.0, 0.0], [-0.3, 0.9, 1.7]], dtype=torch.float64)
+    grad = torch.tensor([1.5, -2.0, 0.5, 1.0], dtype=torch.float64)
+    ours = llvm_gradients(product, ["X"], {"X": x}, {"Y": grad})
+    (expected,) = torch_gradients(lambda a: 2 * torch.prod(torch.tanh(a), dim=1), [x], grad)
+    torch.testing.assert_close(ours["X"], expected, rtol=1e-12, atol=1e-12)
+    assert ours["X"][1, 1] != 0 and ours["X"][2].abs().sum() == 0
 
 
 @T.prim_func(s_tir=True)
@@ -289,7 +299,6 @@ REFUSED = {  # (program, wrt, where, why)
     "overlapping writes": (two_writers, "X", "block second (", "writes Y, which block first ("),
     "integer output": (integer_output, "X", "block round (", "writes Y (int32)"),
     "intrinsic": (copysign_of, "X", "block sign (", "the intrinsic tirx.copysign has no adjoint rule"),
-    "product": (product, "X", "block prod (", "a product reduction"),
     "predicate": (predicated, "X", "block half (", "the block has a predicate"),
     "integer wrt": (integer_output, "Y", "PrimFunc integer_output", "parameter Y is of dtype int32"),
     "written wrt": (square_then_read_output, "Y", "PrimFunc square_then_read_output",

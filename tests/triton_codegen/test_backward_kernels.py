@@ -177,3 +177,25 @@ def test_a_gather_through_data_compiles_to_a_deterministic_gather():
     grad, d_table = torch.randn(6, 3, generator=torch.Generator().manual_seed(2)), torch.empty(5, 3)
     kernel(index, grad, d_table)
     torch.testing.assert_close(d_table, torch.zeros(5, 3).index_add_(0, index.long(), grad * 2))
+
+
+@T.prim_func(s_tir=True)
+def row_product(X: T.Buffer((6, 37), "float32"), Y: T.Buffer((6,), "float32")):
+    for i, k in T.grid(6, 37):
+        with T.sblock("prod"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                Y[vi] = T.float32(1)
+            Y[vi] = Y[vi] * X[vi, vk]
+
+
+def test_a_product_backward_compiles_and_follows_torch_prod_at_zeros():
+    # the zero-count and non-zero-product blocks compile with the rest; rows with one and two zero terms
+    backward = differentiate(row_product, ["X"])
+    kernel = compile_and_check(backward, aot=True)
+    x = 1 + 0.1 * torch.randn(6, 37, generator=torch.Generator().manual_seed(3))
+    x[2, 3] = x[3, 4] = x[3, 9] = 0.0
+    out, grad, (expected,) = torch_reference(lambda t: torch.prod(t, dim=1), [x])
+    ours = run_backward(kernel, backward, ["X"], [x], grad, {"Y": out})["X"]
+    torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-6)
+    assert ours[2, 3] != 0 and ours[3].abs().sum() == 0

@@ -36,9 +36,11 @@ def loads_in(expr) -> list:
     return found
 
 
-def nest(name: str, iter_vars: list, reduce_handles: set, value, indices, target, init=None) -> tirx.Stmt:
-    """`target[indices] = value` (or `+= value` after `init`, when some variable reduces) over the
-    domain of `iter_vars` (forward IterVars; those whose handle is in `reduce_handles` reduce)."""
+def nest(name: str, iter_vars: list, reduce_handles: set, value, indices, target, init=None,
+         fold=tirx.Add) -> tirx.Stmt:
+    """`target[indices] = value` (or `= fold(target[indices], value)` after `init`, when some variable
+    reduces: a sum unless told) over the domain of `iter_vars` (forward IterVars; those whose handle
+    is in `reduce_handles` reduce)."""
     fresh, loops, mapping = [], [], {}
     for iv in iter_vars:
         var = tirx.Var(iv.var.name, dtype_of(iv.var))
@@ -53,7 +55,7 @@ def nest(name: str, iter_vars: list, reduce_handles: set, value, indices, target
     init_store = None
     if reduces:
         init_store = tirx.BufferStore(target, init if init is not None else tirx.const(0.0, target.dtype), indices)
-        value = tirx.BufferLoad(target, indices) + value
+        value = fold(tirx.BufferLoad(target, indices), value)
     block = s_tir.SBlock(iter_vars=fresh, reads=[], writes=[], name_hint=name,
                          body=tirx.BufferStore(target, value, indices), init=init_store)
     stmt = s_tir.SBlockRealize(iter_values=[v for v, _ in loops], predicate=True, block=block)

@@ -10,6 +10,10 @@ then `d_<Y>` for each float output Y that depends on `wrt` (the gradient flowing
        or the one contribution, or the output gradient passed in;
      - max/min reductions: a block counting the ties with the result (the gradient is shared
        evenly among them, as torch.amax / torch.amin do);
+     - product reductions: blocks counting the zero terms and multiplying the others (with the
+       T.init value); a term's gradient is the product of the other terms: that product over the
+       term without zeros, the product of the non-zero terms at a row's one zero, 0 where a row
+       has two or more (torch.prod's rule);
      - per buffer it reads (each distinct index): a contribution block over the block's domain,
        `C[idx] (+)= upstream * d value / d read`, reducing over the variables `idx` does not
        use (an overlapping read: over the iterations that read each element, read_inversion.py).
@@ -42,7 +46,7 @@ from ...contracts.autodiff import ContractionAdjoint, GradientSignature, write_r
 from ...errors import NotDifferentiableError
 from .adjoint_rules import Partials, dtype_of, is_float
 from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
-from .forward import MAX, MIN, SUM, ForwardBlock, ForwardProgram, read_forward
+from .forward import MAX, MIN, PROD, SUM, ForwardBlock, ForwardProgram, read_forward
 from .forward_values import plan_forward_values
 from .read_inversion import invert_read
 
@@ -206,6 +210,8 @@ class _Backward:
         gradient = self._read(upstream, block.out_indices)
         if block.kind in (MAX, MIN):
             gradient = self._share_among_ties(block, gradient)
+        if block.kind == PROD:
+            gradient = gradient * self._product_of_the_others(block)
         narrow = narrow_operand_dtype(block)
         if narrow is not None and upstream.dtype != narrow:
             gradient = tirx.Cast(self.acc, tirx.Cast(narrow, gradient))
@@ -241,6 +247,26 @@ class _Backward:
                                     {v.__chandle__() for v in block.reduce_vars()}, tirx.Select(tie, one, zero),
                                     block.out_indices, count))
         return tirx.Select(tie, gradient / tirx.BufferLoad(count, list(block.out_indices)), zero)
+
+    def _product_of_the_others(self, block: ForwardBlock):
+        """d (init * prod_k t_k) / d t_k, exact where terms are 0: from the count of zero terms and the
+        product of the non-zero ones (no division by a zero term)."""
+        term = block.value if dtype_of(block.value) == self.acc else tirx.Cast(self.acc, block.value)
+        one, zero = tirx.const(1.0, self.acc), tirx.const(0.0, self.acc)
+        is_zero = term == zero
+        reduce = {v.__chandle__() for v in block.reduce_vars()}
+        zeros = self._declare(f"{block.output.name}_zeros", block.output.shape, self.acc, alloc=True)
+        self.statements.append(nest(self._unique(f"{block.name}_zeros"), list(block.iter_vars), reduce,
+                                    tirx.Select(is_zero, one, zero), block.out_indices, zeros))
+        init = block.init if dtype_of(block.init) == self.acc else tirx.Cast(self.acc, block.init)
+        others = self._declare(f"{block.output.name}_nonzero", block.output.shape, self.acc, alloc=True)
+        self.statements.append(nest(self._unique(f"{block.name}_nonzero"), list(block.iter_vars), reduce,
+                                    tirx.Select(is_zero, one, term), block.out_indices, others, init=init,
+                                    fold=tirx.Mul))
+        count = tirx.BufferLoad(zeros, list(block.out_indices))
+        product = tirx.BufferLoad(others, list(block.out_indices))
+        at_the_one_zero = tirx.Select(tirx.And(count == one, is_zero), product, zero)
+        return tirx.Select(count == zero, product / term, at_the_one_zero)
 
     def _active_reads(self, block: ForwardBlock, expr) -> list:
         distinct = {}

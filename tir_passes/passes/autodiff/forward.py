@@ -19,7 +19,7 @@ from tvm import s_tir, tirx
 
 from ...errors import NotDifferentiableError
 from ...infra.pass_util import root_block, source_line, top_level_statements
-from ...infra.reduction_kinds import MAX, MIN, SUM, combiner_nodes
+from ...infra.reduction_kinds import MAX, MIN, PROD, SUM, combiner_nodes
 
 SPATIAL = "spatial"
 
@@ -29,7 +29,7 @@ class ForwardBlock:
     name: str
     stmt: tirx.Stmt          # the whole loop nest, copied when the backward recomputes it
     iter_vars: tuple         # tirx.IterVar, the block's domain
-    kind: str                # SPATIAL, SUM, MAX or MIN
+    kind: str                # SPATIAL, SUM, PROD, MAX or MIN
     output: object           # the buffer Var written
     out_indices: tuple       # the iteration Vars it is written at (one per axis)
     value: object            # SPATIAL: the stored value; reductions: the term folded in
@@ -158,16 +158,13 @@ def _kind_and_value(block: s_tir.SBlock, store: tirx.BufferStore, where: str):
             raise NotDifferentiableError(f"{where}: reads {store.buffer.name}, which it writes (an in-place update "
                                          "or a scan): the adjoint needs the values it overwrites")
         return SPATIAL, value
-    for node, kind in combiner_nodes(tirx, (SUM, MAX, MIN)).items():
+    for node, kind in combiner_nodes(tirx, (SUM, PROD, MAX, MIN)).items():
         if isinstance(value, node):
             for acc, term in ((value.a, value.b), (value.b, value.a)):
                 if _is_accumulator(acc, store) and not _reads(term, store.buffer):
                     return kind, term
-    if isinstance(value, tirx.Mul):
-        raise NotDifferentiableError(f"{where}: a product reduction; its adjoint (the product of the other terms) "
-                                     "is not implemented")
-    raise NotDifferentiableError(f"{where}: the update of {store.buffer.name} is not a sum, max or min of the "
-                                 "accumulator and a term that does not read it")
+    raise NotDifferentiableError(f"{where}: the update of {store.buffer.name} is not a sum, product, max or min of "
+                                 "the accumulator and a term that does not read it")
 
 
 def _is_accumulator(expr, store: tirx.BufferStore) -> bool:
