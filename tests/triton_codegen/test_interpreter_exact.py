@@ -85,3 +85,41 @@ def test_what_the_table_calls_exact_compiles_to_correctly_rounded_instructions()
         assert APPROXIMATE.findall(_ptx(func)) == []
     assert "div.full.f32" in _ptx(make_binary("divide", "float32"))
     assert "sqrt.approx.ftz.f32" in _ptx(make_unary("sqrt", "float32"))
+
+
+def _row_max(state_first: bool, name: str):
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def row_max(A: T.Buffer((5, 37), "float32"), M: T.Buffer((5,), "float32")):
+        for i, k in T.grid(5, 37):
+            with T.sblock(name):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    M[vi] = T.min_value("float32")
+                M[vi] = T.max(M[vi], A[vi, vk]) if state_first else T.max(A[vi, vk], M[vi])
+
+    return row_max
+
+
+def _row_sum(name: str):
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def row_sum(A: T.Buffer((5, 37), "float32"), S: T.Buffer((5,), "float32")):
+        for i, k in T.grid(5, 37):
+            with T.sblock(name):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    S[vi] = T.float32(0)
+                S[vi] = A[vi, vk] + S[vi]
+
+    return row_sum
+
+
+def test_the_decision_survives_a_rewrite_of_the_fold():
+    """A row max is expressible whichever operand order and block name it is written with; a row
+    sum is not, written as `x + acc`."""
+    assert _decide(_row_max(True, "m")).exact and _decide(_row_max(False, "running_maximum")).exact
+    decision = _decide(_row_sum("s"))
+    assert not decision.exact and "sum reduction" in decision.reasons[0]
