@@ -75,14 +75,16 @@ def check(folder: str, entry: dict) -> dict:
             continue
         tensors[param["name"]] = to_tensor(data[f"in__{param['name']}"], param["dtype"])
         args.append(tensors[param["name"]])
-    load(folder, entry["module"]).run(*args)
+    module = load(folder, entry["module"])
+    module.run(*args)
     if DEVICE == "cuda":
         torch.cuda.synchronize()
     dtypes = {p["name"]: p["dtype"] for p in entry["params"] if p["kind"] == "buffer"}
     buffers = {name: compare(to_tensor(data[f"out__{name}"], dtypes[name]), tensors[name]) for name in entry["written"]}
     return {"name": entry["name"], "expressible": entry["expressible"], "reasons": entry["reasons"],
             "bit_equal": all(b["bit_equal"] for b in buffers.values()),
-            "max_ulp": max((b["max_ulp"] for b in buffers.values()), default=0), "buffers": buffers}
+            "max_ulp": max((b["max_ulp"] for b in buffers.values()), default=0), "buffers": buffers,
+            "variants_run": dict(getattr(module, "VARIANTS_RUN", {}))}   # pointers or descriptors, per kernel
 
 
 def summarize(results: list[dict]) -> dict:
