@@ -319,11 +319,38 @@ def test_refusals_name_the_block_and_the_reason(case):
         assert "test_differentiate.py:" in message  # the block's TVMScript line
 
 
-def test_the_scan_of_the_examples_is_refused():
-    from cumsum import cumsum
+@T.prim_func(s_tir=True)
+def running_sum_of_squares(X: T.Buffer((3, 6), "float64"), Y: T.Buffer((3, 6), "float64")):
+    for i, j in T.grid(3, 6):
+        with T.sblock("running"):  # the (b) form, the first element its own expression
+            vi, vj = T.axis.remap("SS", [i, j])
+            Y[vi, vj] = X[vi, vj] * X[vi, vj] + T.if_then_else(vj >= 1, Y[vi, vj - 1], T.float64(0.5))
 
-    with pytest.raises(NotDifferentiableError, match=r"block Y \(cumsum.py:11\): reads Y, which it writes"):
-        differentiate(cumsum, ["A"])
+
+@T.prim_func(s_tir=True)
+def running_max(X: T.Buffer((3, 6), "float64"), Y: T.Buffer((3, 6), "float64")):
+    for i, j in T.grid(3, 6):
+        with T.sblock("running"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            Y[vi, vj] = T.if_then_else(vj == 0, X[vi, vj], T.max(Y[vi, vj - 1], X[vi, vj]))
+
+
+def test_a_running_sum_differentiates_to_a_suffix_sum_like_torch_cumsum():
+    from cumsum import make_cumsum
+
+    x = torch.linspace(-2.0, 1.5, 18, dtype=torch.float64).reshape(3, 6)
+    grad = torch.linspace(0.5, -1.0, 18, dtype=torch.float64).reshape(3, 6)
+    for func, reference in ((make_cumsum(3, 6, "float64"), lambda a: torch.cumsum(a, 1)),
+                            (running_sum_of_squares, lambda a: torch.cumsum(a * a, 1) + 0.5)):
+        ours = llvm_gradients(func, ["X"], {"X": x}, {"Y": grad})
+        (expected,) = torch_gradients(reference, [x], grad)
+        torch.testing.assert_close(ours["X"], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_running_max_is_refused():
+    with pytest.raises(NotDifferentiableError, match=r"block running \(test_differentiate.py:\d+\): a max scan; "
+                                                     r"of the scans only running sums"):
+        differentiate(running_max, ["X"])
 
 
 @T.prim_func(s_tir=True)

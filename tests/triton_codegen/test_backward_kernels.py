@@ -27,6 +27,7 @@ def _examples():
     import batch_matmul
     import bias_gelu_residual
     import conv2d_nhwc
+    import cumsum
     import elementwise
     import layernorm
     import layernorm_moments
@@ -54,6 +55,8 @@ def _examples():
         "bias_gelu_residual": (bias_gelu_residual.make_bias_gelu_residual(M, N, "float32"),
                                lambda x, b, r: gelu(x + b) + r, [(M, N), (N,), (M, N)]),
         "transpose": (transpose.make_transpose(M, N), lambda a: a.T, [(M, N)]),
+        # a running sum's gradient is a running sum over the reversed axis (itself a scan)
+        "cumsum": (cumsum.make_cumsum(M, 37), lambda a: torch.cumsum(a, -1), [(M, 37)]),
         "attention": (attention.make_attention(1, 2, 5, 4, dtype="float32"),
                       torch.nn.functional.scaled_dot_product_attention, [(1, 2, 5, 4)] * 3),
         # windows: the adjoint of an overlapping read is a gather over the window (read_inversion.py)

@@ -10,6 +10,7 @@ then `d_<Y>` for each float output Y that depends on `wrt` (the gradient flowing
        or the one contribution, or the output gradient passed in;
      - max/min reductions: a block counting the ties with the result (the gradient is shared
        evenly among them, as torch.amax / torch.amin do);
+     - running sums (scans): the suffix sum of the upstream gradient, a scan over the reversed axis;
      - product reductions: blocks counting the zero terms and multiplying the others (with the
        T.init value); a term's gradient is the product of the other terms: that product over the
        term without zeros, the product of the non-zero terms at a row's one zero, 0 where a row
@@ -46,7 +47,7 @@ from ...contracts.autodiff import ContractionAdjoint, GradientSignature, write_r
 from ...errors import NotDifferentiableError
 from .adjoint_rules import Partials, dtype_of, is_float
 from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
-from .forward import MAX, MIN, PROD, SUM, ForwardBlock, ForwardProgram, read_forward
+from .forward import MAX, MIN, PROD, SCAN, SUM, ForwardBlock, ForwardProgram, read_forward
 from .forward_values import plan_forward_values
 from .read_inversion import invert_read
 
@@ -212,6 +213,8 @@ class _Backward:
             gradient = self._share_among_ties(block, gradient)
         if block.kind == PROD:
             gradient = gradient * self._product_of_the_others(block)
+        if block.kind == SCAN:
+            gradient = self._suffix_sum(block, upstream)
         narrow = narrow_operand_dtype(block)
         if narrow is not None and upstream.dtype != narrow:
             gradient = tirx.Cast(self.acc, tirx.Cast(narrow, gradient))
@@ -247,6 +250,25 @@ class _Backward:
                                     {v.__chandle__() for v in block.reduce_vars()}, tirx.Select(tie, one, zero),
                                     block.out_indices, count))
         return tirx.Select(tie, gradient / tirx.BufferLoad(count, list(block.out_indices)), zero)
+
+    def _suffix_sum(self, block: ForwardBlock, upstream):
+        """A running sum's element k feeds every output from k on: its gradient is the sum of the
+        upstream gradient from k to the end, a running sum over the reversed axis (itself a scan; the
+        axis starts at 0, forward.py checks it)."""
+        walked = block.scan_var.var
+        mirrored = block.scan_var.dom.extent - 1 - walked
+        axis = next(k for k, index in enumerate(block.out_indices) if index.same_as(walked))
+
+        def along(indices, position):
+            return [position if k == axis else index for k, index in enumerate(indices)]
+
+        reversed_sum = self._declare(f"{upstream.name}_suffix", block.output.shape, self.acc, alloc=True)
+        earlier = tirx.BufferLoad(reversed_sum, along(block.out_indices, walked - 1))
+        value = self._read(upstream, along(block.out_indices, mirrored)) + \
+            tirx.if_then_else(walked > 0, earlier, tirx.const(0.0, self.acc))
+        self.statements.append(nest(self._unique(f"{block.name}_suffix"), list(block.iter_vars), set(), value,
+                                    block.out_indices, reversed_sum))
+        return tirx.BufferLoad(reversed_sum, along(block.out_indices, mirrored))
 
     def _product_of_the_others(self, block: ForwardBlock):
         """d (init * prod_k t_k) / d t_k, exact where terms are 0: from the count of zero terms and the

@@ -17,11 +17,13 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from ...analyses.scans import scan_form
 from ...errors import NotDifferentiableError
 from ...infra.pass_util import root_block, source_line, top_level_statements
 from ...infra.reduction_kinds import MAX, MIN, PROD, SUM, combiner_nodes
 
 SPATIAL = "spatial"
+SCAN = "scan"   # a running sum along one spatial variable (analyses/scans.py's form)
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,12 @@ class ForwardBlock:
     name: str
     stmt: tirx.Stmt          # the whole loop nest, copied when the backward recomputes it
     iter_vars: tuple         # tirx.IterVar, the block's domain
-    kind: str                # SPATIAL, SUM, PROD, MAX or MIN
+    kind: str                # SPATIAL, SCAN, SUM, PROD, MAX or MIN
     output: object           # the buffer Var written
     out_indices: tuple       # the iteration Vars it is written at (one per axis)
-    value: object            # SPATIAL: the stored value; reductions: the term folded in
+    value: object            # SPATIAL: the stored value; SCAN: the element summed in; reductions: the term
     init: object | None      # reductions: the T.init value
+    scan_var: object | None = None   # SCAN: the IterVar the running sum walks
 
     def reduce_vars(self) -> tuple:
         return tuple(iv.var for iv in self.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
@@ -91,19 +94,19 @@ def _read_nest(stmt, func_name: str) -> list:
     read_blocks = []
     for store in stores:
         out_indices = _plain_indices(block, store, where)
-        kind, value = _kind_and_value(block, store, where)
+        kind, value, scan_var = _kind_and_value(block, store, where)
         for other in stores:
             if other is not store and _reads(value, other.buffer):
                 raise NotDifferentiableError(f"{where}: the value stored in {store.buffer.name} reads "
                                              f"{other.buffer.name}, which the same block writes")
         init = None
-        if kind != SPATIAL:
+        if kind not in (SPATIAL, SCAN):
             init = next((i.value for i in inits if i.buffer.same_as(store.buffer)), None)
             if init is None:
                 raise NotDifferentiableError(f"{where}: a reduction without T.init of {store.buffer.name} accumulates "
                                              "into what it held before, which the adjoint cannot see")
         read_blocks.append(ForwardBlock(block.name_hint, top, tuple(block.iter_vars), kind, store.buffer, out_indices,
-                                        value, init))
+                                        value, init, scan_var))
     return read_blocks
 
 
@@ -155,16 +158,31 @@ def _kind_and_value(block: s_tir.SBlock, store: tirx.BufferStore, where: str):
     reduces = any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
     if not reduces:
         if _reads(value, store.buffer):
-            raise NotDifferentiableError(f"{where}: reads {store.buffer.name}, which it writes (an in-place update "
-                                         "or a scan): the adjoint needs the values it overwrites")
-        return SPATIAL, value
+            return _scan(block, store, where)
+        return SPATIAL, value, None
     for node, kind in combiner_nodes(tirx, (SUM, PROD, MAX, MIN)).items():
         if isinstance(value, node):
             for acc, term in ((value.a, value.b), (value.b, value.a)):
                 if _is_accumulator(acc, store) and not _reads(term, store.buffer):
-                    return kind, term
+                    return kind, term, None
     raise NotDifferentiableError(f"{where}: the update of {store.buffer.name} is not a sum, product, max or min of "
                                  "the accumulator and a term that does not read it")
+
+
+def _scan(block: s_tir.SBlock, store: tirx.BufferStore, where: str):
+    """(SCAN, the element summed in at each position, the IterVar walked) of a running sum."""
+    forms = [form for form in (scan_form(block, iv) for iv in block.iter_vars) if form is not None]
+    if not forms:
+        raise NotDifferentiableError(f"{where}: reads {store.buffer.name}, which it writes (an in-place update): "
+                                     "the adjoint needs the values it overwrites")
+    form = forms[0]
+    if form.combiner != SUM:
+        raise NotDifferentiableError(f"{where}: a {form.combiner} scan; of the scans only running sums (cumsum) are "
+                                     "differentiated")
+    position = form.iter_var.var
+    same = tvm_ffi.structural_equal(form.first, form.rest)
+    element = form.rest if same else tirx.if_then_else(position == form.iter_var.dom.min, form.first, form.rest)
+    return SCAN, element, form.iter_var
 
 
 def _is_accumulator(expr, store: tirx.BufferStore) -> bool:
