@@ -73,11 +73,25 @@ def generate(folder: str, profile: str = "full", only: set[str] | None = None) -
             "descriptor_kernels": [k.name for k in program.kernels if plan_descriptors(k) is not None],
             "goal": case.goal.as_json(), "deterministic": case.deterministic,
             "generate_s": round(time.perf_counter() - started, 2),
-            "float32_matmul_precision": kernel.program.float32_matmul_precision})
+            "float32_matmul_precision": kernel.program.float32_matmul_precision,
+            "model": _model(kernel, shape_vars)})
         print(f"{case.name}: {entries[-1]['kernels']} kernel(s) in {entries[-1]['generate_s']:.1f}s", flush=True)
     with open(os.path.join(folder, MANIFEST), "w") as handle:
         json.dump(entries, handle, indent=1)
     return entries
+
+
+def _model(kernel, shape_vars: dict) -> dict:
+    """The hardware model's time of run() at the default configs, each kernel compiled ahead of time
+    for sm_90 for its registers and shared memory (triton_codegen/model_report.py), on the H200."""
+    from triton_codegen.model_report import model_rows
+
+    try:
+        rows = model_rows(kernel, "H200", shape_vars, top=0)
+    except Exception as err:  # noqa: BLE001 - the table says the model is missing, the case still runs
+        return {"error": f"{type(err).__name__}: {err}"[:500]}
+    kernels = {row.kernel: {"us": row.prediction.seconds * 1e6, "bound": row.prediction.bound} for row in rows}
+    return {"gpu": "H200", "us": sum(k["us"] for k in kernels.values()), "kernels": kernels}
 
 
 # --- run (the parent: workers, limits, the JSON) -----------------------------------------------
@@ -251,6 +265,7 @@ def _run_case(folder: str, case: dict, device: str, timer: _Timer, deadline: flo
 
     result = {key: case[key] for key in ("name", "program", "kernels", "descriptor_kernels", "bytes", "flops",
                                           "goal", "sizes")}
+    result["model"] = case.get("model")
     try:
         module = _load(os.path.join(folder, case["module"]))
         args = _arguments(case, device)

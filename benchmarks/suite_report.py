@@ -83,6 +83,30 @@ def evaluate_goals(case: dict, copy_gbps: float | None, run_cases: dict[str, dic
 
 
 # --- the markdown section -------------------------------------------------------------------
+MODEL_WITHIN = 0.25   # issue 17: the hardware model within 25% of the measured time, every suite kernel
+
+
+def model_ratio(case: dict) -> float | None:
+    """Measured over predicted (the module's run() at its default configs, docs/tuning.md's model)."""
+    predicted, measured = (case.get("model") or {}).get("us"), ours_us(case)
+    return measured / predicted if predicted and measured else None
+
+
+def model_met(case: dict) -> bool | None:
+    ratio = model_ratio(case)
+    return None if ratio is None else abs(ratio - 1) <= MODEL_WITHIN
+
+
+def _model(case: dict) -> str:
+    model = case.get("model") or {}
+    if model.get("us") is None:
+        return "—"
+    bounds = sorted({k["bound"] for k in model.get("kernels", {}).values()})
+    ratio = model_ratio(case)
+    measured = f", measured {ratio:.2f}×" if ratio is not None else ""
+    return f"{model['us']:.1f} µs ({', '.join(bounds)}){measured}"
+
+
 def _rate(case: dict, us: float | None) -> str:
     if not us:
         return ""
@@ -146,11 +170,11 @@ def _goals(case: dict, copy_gbps: float | None, run_cases: dict[str, dict] | Non
 def _row(case: dict, copy_gbps: float | None, run_cases: dict[str, dict] | None = None) -> str:
     if case.get("skipped") or case.get("error"):
         why = case.get("skipped") or case.get("error")
-        return f"| {case['name']} | {case.get('kernels', '—')} | | | not run: {_short(why, 160)} | | | | |"
+        return f"| {case['name']} | {case.get('kernels', '—')} | | | not run: {_short(why, 160)} | | | | | |"
     ours = case.get("ours") or {}
     return (f"| {case['name']} | {case.get('kernels', '—')} | {_variants(case)} | {_correct(case)} | "
             f"{_time(ours)} | {_rate(case, ours.get('us'))} | {_time(case.get('pointers'))} | {_peers(case)} | "
-            f"{_goals(case, copy_gbps, run_cases)} |")
+            f"{_model(case)} | {_goals(case, copy_gbps, run_cases)} |")
 
 
 def section(run: dict) -> str:
@@ -176,14 +200,28 @@ def section(run: dict) -> str:
         "input read once, each output written once) or 2·M·N·K-style flops (causal attention: half). "
         "\"pointers only\" is the same module with its tensor-descriptor variants switched off "
         "(`USE_DESCRIPTORS = False`, the sm_80 path); \"ran\" is what the launcher chose. Correctness: "
-        "‖out − ref‖ / ‖ref‖ against torch in float64, before any timing.",
+        "‖out − ref‖ / ‖ref‖ against torch in float64, before any timing. \"model\" is the hardware model's "
+        "time of run() at the default configs on the H200 (each kernel compiled ahead of time for its "
+        "registers; `tir-triton model`), its bounds, and the measured time over it.",
         "",
-        "| case | kernels | ran | correct (rel. error) | ours | rate | pointers only | peers (their time / ours) | goals |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| case | kernels | ran | correct (rel. error) | ours | rate | pointers only | peers (their time / ours) "
+        "| model | goals |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     run_cases = {case["name"]: case for case in run.get("cases", [])}
     lines += [_row(case, copy_gbps, run_cases) for case in run.get("cases", [])]
+    lines += ["", _model_summary(run.get("cases", []))]
     return "\n".join(lines) + "\n"
+
+
+def _model_summary(cases: list[dict]) -> str:
+    judged = [(case["name"], model_met(case), model_ratio(case)) for case in cases if model_met(case) is not None]
+    if not judged:
+        return "The hardware model: no case has both a prediction and a measurement."
+    missed = [f"{name} ({ratio:.2f}×)" for name, met, ratio in judged if not met]
+    text = (f"The hardware model within {MODEL_WITHIN:.0%} of the measured time: "
+            f"{len(judged) - len(missed)} of {len(judged)} cases")
+    return text + (f"; outside: {', '.join(missed)}." if missed else ".")
 
 
 def rewrite_docs(run: dict, docs: str = DOCS) -> None:

@@ -120,7 +120,7 @@ def test_the_table_rewrites_only_its_section_and_keeps_the_json(tmp_path):
     text = docs.read_text()
     assert text.startswith("# Benchmarks\n\nintro\n\n") and text.endswith("\n\n## Older runs\n")
     assert "old table" not in text and text.count(suite_report.BEGIN) == 1
-    assert "| matmul | 1 | descriptors | yes (1.0e-06) | 10.0 µs | 200 TFLOP/s | 30.0 µs | cuBLAS 9.0 µs (0.90×) | " \
+    assert "| matmul | 1 | descriptors | yes (1.0e-06) | 10.0 µs | 200 TFLOP/s | 30.0 µs | cuBLAS 9.0 µs (0.90×) | — | " \
            "≥ 95% of cuBLAS: 90.0% of cuBLAS, **missed** |" in text
     assert "| attention | 2 | | | not run: stopped after 75 s at its 75 s limit |" in text
     assert "Device copy (read + write): 4.00 TB/s." in text
@@ -137,3 +137,15 @@ def test_every_case_has_a_torch_side_and_a_size_for_each_profile():
     for case in CASES:
         assert case.program in suite_torch.PROGRAMS, case.name
         assert case.bytes(case.full) > case.bytes(case.smoke) > 0, case.name
+
+
+def test_the_model_column_judges_the_prediction_against_the_measured_time():
+    softmax, matmul, attention = _measured_run()["cases"]
+    softmax["model"] = {"us": 0.9, "kernels": {"softmax_kernel0": {"us": 0.9, "bound": "dram"}}}
+    matmul["model"] = {"us": 5.0, "kernels": {"matmul_kernel0": {"us": 5.0, "bound": "tensor cores"}}}
+    assert suite_report.model_met(softmax) is True and suite_report.model_met(matmul) is False
+    assert suite_report.model_met(attention) is None       # not run: not judged
+    assert suite_report._model(matmul) == "5.0 µs (tensor cores), measured 2.00×"
+    summary = suite_report._model_summary([softmax, matmul, attention])
+    assert summary == ("The hardware model within 25% of the measured time: 1 of 2 cases; "
+                       "outside: matmul (2.00×).")
