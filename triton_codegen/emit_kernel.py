@@ -141,6 +141,8 @@ _SCANS = {
     "max": "tl.associative_scan({x}, {axis}, _tir_maximum)",
     "min": "tl.associative_scan({x}, {axis}, _tir_minimum)",
 }
+# reductions through tl.reduce and a combine function of HELPERS: products, and float max/min that propagate NaN
+_COMBINED_REDUCTIONS = {"prod": "_tir_multiply", "nan_max": "_tir_maximum", "nan_min": "_tir_minimum"}
 # combine functions that tl.reduce / tl.associative_scan take, written once into a module that uses them;
 # max and min propagate NaN, as BINARY_RULES do
 HELPERS = {
@@ -480,18 +482,18 @@ class KernelPrinter:
     def _render_reduce(self, expr: Reduce) -> str:
         x = self.name_of(expr.x)
         axes = sorted((list(expr.x.dims).index(a) for a in expr.axes), reverse=True)
-        text = self._reduced(expr.kind, x, axes)
         if expr.kind in ("max", "min") and expr.x.dtype.startswith(("float", "bfloat")) and expr.propagate_nan:
-            # tl.max/tl.min drop NaN; torch.amax/amin propagate it: a NaN anywhere makes the result NaN
-            has_nan = self._reduced("max", f"({x} != {x}).to(tl.int8)", axes)
-            text = f'tl.where({has_nan} > 0, float("nan"), {text})'
-        return text
+            # tl.max/tl.min drop NaN; torch.amax/amin propagate it: one reduction whose combine
+            # propagates NaN (max.NaN on the GPU), not a second reduction looking for NaN
+            return self._reduced(f"nan_{expr.kind}", x, axes)
+        return self._reduced(expr.kind, x, axes)
 
     def _reduced(self, kind: str, text: str, axes: list[int]) -> str:
+        combine = _COMBINED_REDUCTIONS.get(kind)
         for axis in axes:
-            if kind == "prod":
-                self.helpers.add("_tir_multiply")
-                text = f"tl.reduce({text}, {axis}, _tir_multiply)"
+            if combine is not None:
+                self.helpers.add(combine)
+                text = f"tl.reduce({text}, {axis}, {combine})"
             else:
                 text = f"tl.{kind}({text}, axis={axis})"
         return text
