@@ -1,6 +1,8 @@
 """docs/tutorial.md runs: every `sh` block with bash and every `python file=NAME` block written to
 NAME, in order, in one empty folder, with `tir-triton` and `python` as a user's shell has them
-(this checkout's CLI). Blocks fenced `sh gpu` need a GPU and are the only ones skipped."""
+(this checkout's CLI). Blocks fenced `sh gpu` need a GPU and are the only ones skipped. A `text`
+block right after an `sh` block is what that command prints: each of its lines (`...` stands for
+lines left out) is a line of the output, up to the numbers (timings) and the spacing."""
 
 import os
 import re
@@ -33,11 +35,29 @@ def _shell_tools(folder) -> str:
     return folder
 
 
+def _shown(line: str) -> str:
+    """A line as the reader compares it: numbers and runs of spaces stand for any."""
+    return " ".join(re.sub(r"\d+(\.\d+)?", "#", line).split())
+
+
+def lines_not_printed(shown: str, printed: str) -> list[str]:
+    """The lines of a `text` block that the command did not print."""
+    out = {_shown(line) for line in printed.splitlines()}
+    return [line for line in shown.splitlines() if line.strip() != "..." and _shown(line) not in out]
+
+
+def test_shown_output_is_compared_up_to_numbers_and_spacing():
+    printed = "01    HoistAllocations         no            12.5        0.0  -\n+  x = 1\n"
+    assert lines_not_printed("01    HoistAllocations         no             0.2        0.0  -\n...\n", printed) == []
+    assert lines_not_printed("01    HoistAllocations         yes            0.2        0.0  -", printed) == [
+        "01    HoistAllocations         yes            0.2        0.0  -"]
+
+
 def test_the_tutorial_has_the_steps_it_promises():
     infos = [info for info, _ in tutorial_blocks()]
     commands = "\n".join(body for info, body in tutorial_blocks() if info.startswith("sh"))
-    for step in ("tir-triton passes", "tir-triton diff", "tir-triton compile", "--check", "tir-triton report",
-                 "python deploy.py", "tir-triton tune", "python model.py"):
+    for step in ("tir-triton passes", "tir-triton diff", "tir-triton compile", "--check", "compile dumps/",
+                 "tir-triton report", "python deploy.py", "tir-triton tune", "tir-triton model", "python model.py"):
         assert step in commands, step
     assert infos.count("sh gpu") == 1 and "python file=rmsnorm.py" in infos
 
@@ -48,9 +68,12 @@ def test_every_block_of_the_tutorial_runs(tmp_path):
     tools = _shell_tools(str(tmp_path / "bin"))
     env = {**os.environ, "PATH": tools + os.pathsep + os.environ["PATH"], "PYTHONPATH": ROOT,
            "TIR_TRITON_CACHE": str(tmp_path / "cache")}
-    ran, skipped = [], []
+    ran, skipped, last = [], [], None
     for info, body in tutorial_blocks():
         words = info.split()
+        if words == ["text"] and last is not None:
+            assert lines_not_printed(body, last) == [], f"the tutorial shows lines this run did not print:\n{last}"
+        last = None
         if not words or words[0] not in ("sh", "python"):
             continue  # output shown to the reader (text)
         if words[0] == "python":
@@ -64,8 +87,10 @@ def test_every_block_of_the_tutorial_runs(tmp_path):
                               timeout=600)
         assert done.returncode == 0, f"{body}\n{done.stdout}\n{done.stderr}"
         ran.append((body, done.stdout))
+        last = done.stdout
     outputs = "\n".join(out for _, out in ran)
     assert f"PrimFunc rmsnorm: {len(DEFAULT_ORDER)} passes" in outputs and "matches TVM" in outputs
     assert "deployed kernel matches torch" in outputs and "torch.compile(fullgraph=True) runs the op" in outputs
+    assert "the same kernel" in outputs and "* = the default config" in outputs
     assert "@triton.jit" in outputs and (folder / "report.html").exists()
     assert len(skipped) == 1 and "tir-triton tune" in skipped[0]

@@ -15,6 +15,7 @@ from triton_codegen import compile
 from triton_codegen.cli import main
 
 from attention import attention
+from rmsnorm import rmsnorm
 from softmax import softmax
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,25 +34,30 @@ def test_a_dump_has_real_imports_and_gives_back_the_printed_script(tmp_path):
         with open(record.dump_path) as handle:
             text = handle.read()
         assert "\nfrom tvm.script import tirx as T\n" in text and "# from " not in text
-        # what the printer wrote, exactly (the diffs and the round-trip check read this)
-        assert dump.read_stage_script(record.dump_path) == dump.as_printed(dump.as_program(
-            text.split("\n", 1)[1]))
+        program = text.split("\n", 1)[1]
+        assert dump.read_stage_script(record.dump_path) == dump.as_printed(program)
+        assert dump.as_program(dump.as_printed(program)) == program
+    # what the printer wrote, exactly (the diffs and the round-trip check read this)
+    assert dump.read_stage_script(dump.list_stages(str(tmp_path))[0][2]) == as_module(softmax).script()
     fusion = next(index for index, record in enumerate(result.stages) if record.name == "LoopFusion")
     assert dump.stage_of(result.stages[fusion].dump_path) == (fusion + 1, "LoopFusion")
     assert dump.stage_of(os.path.join(ROOT, "examples", "softmax.py")) is None
 
 
-def test_a_dump_runs_as_python(tmp_path):
-    result = run_pipeline(as_module(softmax), dump_dir=str(tmp_path))
-    fusion = next(record.dump_path for record in result.stages if record.name == "LoopFusion")
-    namespace = runpy.run_path(fusion)  # as `python NN_LoopFusion.py`
-    assert str(namespace["Module"]["main"].attrs["global_symbol"]) == "softmax"
+# rmsnorm: symbolic rows, which the printer writes as a string in the first signature that uses them
+@pytest.mark.parametrize("func", [softmax, rmsnorm], ids=["softmax", "rmsnorm"])
+def test_a_dump_runs_as_python(tmp_path, func):
+    run_pipeline(as_module(func), dump_dir=str(tmp_path))
+    name = str(func.attrs["global_symbol"])
+    for path in [path for _, _, path in dump.list_stages(str(tmp_path))]:
+        namespace = runpy.run_path(path)  # as `python NN_LoopFusion.py`
+        assert str(namespace["Module"]["main"].attrs["global_symbol"]) == name, path
 
 
 # attention: the stages whose decision records (online statistics, fusion, the tile contract) the
 # later passes and the lowering read back from the dump's text
-@pytest.mark.parametrize("func, stages", [(softmax, None), (attention, ("OnlineSoftmax", "LoopFusion", "Tiling"))],
-                         ids=["softmax", "attention"])
+@pytest.mark.parametrize("func, stages", [(softmax, None), (attention, ("OnlineSoftmax", "LoopFusion", "Tiling")),
+                                          (rmsnorm, ("input", "LoopFusion"))], ids=["softmax", "attention", "rmsnorm"])
 def test_every_dump_compiles_to_the_original_kernel(tmp_path, func, stages):
     original = compile(func, dump_dir=str(tmp_path), verify=False)
     dumps = dump.list_stages(str(tmp_path))

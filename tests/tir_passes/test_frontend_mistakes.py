@@ -21,11 +21,11 @@ COPY = """
 SIGNATURE = 'def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):'
 
 
-def _error(tmp_path, text: str, kind=FrontendError) -> str:
+def _error(tmp_path, text: str, kind=FrontendError, name: str = "") -> str:
     path = tmp_path / "user.py"
     path.write_text(textwrap.dedent(text).lstrip())
     with pytest.raises(kind) as caught:
-        load_target(str(path))
+        load_target(str(path) + (f":{name}" if name else ""))
     message = str(caught.value)
     for internal in ("Traceback", "check_well_formed in the top-level", "site-packages", "ffi.Object"):
         assert internal not in message, message
@@ -87,7 +87,7 @@ def test_plain_tir_without_blocks_asks_for_s_tir(tmp_path):
     text = "from tvm.script import tirx as T\n\n\n@T.prim_func\n" + SIGNATURE + "\n    for i in range(16):\n" \
            "        B[i] = A[i]\n"
     message = _error(tmp_path, text, UnsupportedConstructError)
-    assert "is not S-TIR: write it as @T.prim_func(s_tir=True)" in message
+    assert "user.py: PrimFunc 'f' is not S-TIR: write it as @T.prim_func(s_tir=True)" in message
 
 
 def test_file_of_te_tensors_says_create_prim_func_with_its_names(tmp_path):
@@ -133,3 +133,29 @@ def test_python_function_passed_to_the_api_says_decorate_or_call():
 
     with pytest.raises(FrontendError, match=r"got the Python function make_thing.*@T\.prim_func\(s_tir=True\)"):
         as_module(make_thing)
+
+
+# `FILE.py:NAME` naming what is not a PrimFunc, beside a PrimFunc (the name is found) or alone
+FACTORY_AND_TENSORS = """
+    from tvm import te
+    from tvm.script import tirx as T
+
+
+    def make_copy():
+        X = te.placeholder((16,), name="X")
+        return te.compute((16,), lambda i: X[i] * 2, name="Y")
+
+
+    Y = make_copy()
+    """
+
+
+@pytest.mark.parametrize("with_primfunc", [False, True], ids=["alone", "beside a PrimFunc"])
+def test_a_named_te_function_or_tensor_says_what_to_write(tmp_path, with_primfunc):
+    primfunc = "\n\n@T.prim_func(s_tir=True)\n" + SIGNATURE + textwrap.dedent(COPY).replace("\n", "\n    ")
+    text = textwrap.dedent(FACTORY_AND_TENSORS) + (primfunc if with_primfunc else "")
+    message = _error(tmp_path, text, name="make_copy")
+    assert "user.py:make_copy is a Python function, not a PrimFunc" in message
+    assert "add `func = make_copy(...)` at module level" in message
+    message = _error(tmp_path, text, name="Y")
+    assert "user.py:Y is TE tensors (Y), not a PrimFunc: add `func = te.create_prim_func([X, Y])`" in message

@@ -267,3 +267,12 @@ def test_not_a_dot_is_a_tiling_decision_of_the_report():
     [decision] = read_decisions(kernel.tir).kernels
     [(block, why)] = decision.not_dots
     assert why.reason == "serial-reduction" and block in decision.blocks
+
+
+def test_a_stage_that_only_records_a_decision_shows_the_decision():
+    page = build_report(os.path.join(ROOT, "examples", "softmax.py")).html   # OnlineSoftmax: rows fit one tile
+    assert re.search(r'<td class="stage-name">OnlineSoftmax</td><td>decision</td>', page)
+    stage = re.search(r'<details class="stage" id="stage-\d\d">\s*<summary>.*?</span> OnlineSoftmax\n(.*?)</details>',
+                      page, re.S).group(1)
+    assert "unchanged; decision: online.decisions" in stage and "Identical to the previous stage" not in stage
+    assert "<code>online.decisions</code>: row_max: not online" in stage

@@ -22,6 +22,7 @@ _HEADER = re.compile(r"^# tir-triton stage (\d\d): (\w+)")
 # the printer's own import lines, commented out ("# from tvm.script import tirx as T")
 _PRINTED_IMPORT = re.compile(r"^# ((?:from [\w.]+ )?import [\w., ]+(?: as \w+)?)$")
 _REAL_IMPORT = re.compile(r"^((?:from [\w.]+ )?import [\w., ]+(?: as \w+)?)$")
+_POSTPONED_ANNOTATIONS = "from __future__ import annotations"
 
 
 def stage_file_name(index: int, name: str) -> str:
@@ -41,15 +42,21 @@ def stage_header(index: int, name: str, changed: bool, decided: tuple[str, ...] 
 
 
 def as_program(script: str) -> str:
-    """The printer's text with its commented imports (its leading lines) made real: a file Python runs."""
+    """The printer's text with its commented imports (its leading lines) made real: a file Python runs.
+    Why the `__future__` import first: Python evaluates a parameter's annotation when it defines the
+    function, and the printer writes a symbolic size in the first signature that uses it as a string
+    (`X: T.Buffer(("rows", 64))`) before the body binds it (`rows = T.int32()`); TVMScript parses
+    the annotations from the source itself, so postponed ones (PEP 563) lose nothing."""
     lines = script.split("\n")
     body_starts = next((n for n, line in enumerate(lines) if line and not _PRINTED_IMPORT.match(line)), len(lines))
-    return "\n".join([_PRINTED_IMPORT.sub(r"\1", line) for line in lines[:body_starts]] + lines[body_starts:])
+    imports = [_PRINTED_IMPORT.sub(r"\1", line) for line in lines[:body_starts]]
+    return "\n".join([_POSTPONED_ANNOTATIONS] + imports + lines[body_starts:])
 
 
 def as_printed(program: str) -> str:
     """as_program's inverse: the imports commented out again, as the printer writes them."""
     lines = program.split("\n")
+    lines = lines[1:] if lines[0] == _POSTPONED_ANNOTATIONS else lines
     body_starts = next((n for n, line in enumerate(lines) if line and not _REAL_IMPORT.match(line)), len(lines))
     return "\n".join([f"# {line}" if line else line for line in lines[:body_starts]] + lines[body_starts:])
 

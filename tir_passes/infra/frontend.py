@@ -262,11 +262,27 @@ def _not_a_function(value) -> FrontendError:
                          "@T.prim_func(s_tir=True) or build it with te.create_prim_func")
 
 
-def _as_single_module(func: tirx.PrimFunc, name: str) -> tvm.IRModule:
+def _not_a_primfunc_in_file(path: str, name: str, value) -> FrontendError:
+    """What to write when `FILE.py:NAME` names a TE tensor or a Python function, not a PrimFunc."""
+    tensors = _te_tensors(value)
+    if tensors:
+        inputs = [t for t in _reachable_placeholders(tensors) if not any(t.same_as(g) for g in tensors)]
+        call = _create_prim_func_call([(tensor.op.name, tensor) for tensor in inputs + tensors])
+        return FrontendError(f"{path}:{name} is TE tensors ({', '.join(t.op.name for t in tensors)}), not a PrimFunc: "
+                             f"add `func = {call}` at module level and compile {path}:func")
+    if callable(value):
+        return FrontendError(f"{path}:{name} is a Python function, not a PrimFunc: decorate it with "
+                             f"@T.prim_func(s_tir=True), or, if it builds one, add `func = {name}(...)` at module "
+                             f"level and compile {path}:func")
+    return FrontendError(f"{path}:{name} is a {type(value).__name__}, not a PrimFunc: write the function as "
+                         "@T.prim_func(s_tir=True) or build it with te.create_prim_func")
+
+
+def _as_single_module(func: tirx.PrimFunc, name: str, where: str = "") -> tvm.IRModule:
     attrs = func.attrs
     if attrs is None or not bool(attrs.get("s_tir", False)):
         raise UnsupportedConstructError(
-            f"PrimFunc '{name}' is not S-TIR: write it as @T.prim_func(s_tir=True) with T.sblock "
+            f"{where}PrimFunc '{name}' is not S-TIR: write it as @T.prim_func(s_tir=True) with T.sblock "
             "blocks (or build it with te.create_prim_func)")
     return tvm.IRModule({"main": ordered_as_spatial(func).with_attr("global_symbol", name.split(".")[-1])})
 
@@ -296,6 +312,8 @@ def load_target(target: str) -> tuple[tvm.IRModule, str]:
     namespace = _execute_file(path)
     found = _candidates(namespace)
     if not found:
+        if wanted in namespace:
+            raise _not_a_primfunc_in_file(path, wanted, namespace[wanted])
         raise FrontendError(f"{path}: no @T.prim_func or @I.ir_module with PrimFuncs in this file"
                             + _what_the_file_has(namespace))
     names = ", ".join(found)
@@ -305,12 +323,14 @@ def load_target(target: str) -> tuple[tvm.IRModule, str]:
         wanted = next(iter(found))
     matches = [n for n in found if n == wanted] or \
         [n for n in found if wanted in (n.split(".")[-1], n.split(".")[0], _symbol(found[n]))]
+    if not matches and wanted in namespace:
+        raise _not_a_primfunc_in_file(path, wanted, namespace[wanted])
     if len(matches) != 1:
         raise FrontendError(f"{path}: no PrimFunc named '{wanted}' (defined here: {names})")
     func = found[matches[0]]
     # a dump's `Module.main` keeps the user's function name in its global_symbol
     name = _symbol(func) if "." in matches[0] and _symbol(func) else matches[0]
-    return _as_single_module(func, name), name
+    return _as_single_module(func, name, where=f"{path}: "), name
 
 
 def _symbol(func: tirx.PrimFunc) -> str | None:

@@ -42,6 +42,7 @@ class StageView:
     verify_ms: float
     checks: tuple[tuple[str, str], ...]   # (check, "ok" | "FAILED"), in CHECKS order
     diff: SideBySide                      # against the previous stage
+    decisions: tuple[tuple[str, str], ...] = ()   # (root attr, value) of a pass that changed nothing else
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,8 @@ def stage_views(kernel: TritonKernel, scripts: dict[int, str]) -> list[StageView
     lexer = python_lexer()
     return [StageView(stage.index, stage.name, stage.changed, stage.seconds * 1e3, stage.verify_seconds * 1e3,
                       tuple((check, stage.checks[check]) for check in CHECKS if check in stage.checks),
-                      side_by_side(scripts[stage.index - 1], scripts[stage.index], lexer))
+                      side_by_side(scripts[stage.index - 1], scripts[stage.index], lexer),
+                      () if stage.changed else stage.decisions)
             for stage in kernel.pipeline.stages]
 
 
