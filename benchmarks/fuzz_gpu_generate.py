@@ -9,8 +9,8 @@ each compiled to a standalone Triton module, with its input data and TVM's llvm 
 
 The folder (git-ignored) holds, per program NAME: NAME.py (the Triton module), NAME.tir.py (the
 S-TIR program: the reproducer), NAME.npz (inputs `in<d>__<param>` and TVM's results
-`out<d>__<param>` for each data set d: standard normal, then strictly negative), and one
-cases.json entry (parameters in call order, scalar values, tolerances per dtype). Programs the
+`out<d>__<param>`, left out for a buffer the program does not change, for each data set d:
+standard normal, then strictly negative), and one cases.json entry (parameters in call order, scalar values, tolerances per dtype). Programs the
 compiler refuses or fails on are not written; they are listed in skipped.json with the outcome.
 --scale multiplies the generator's extents (70 -> 70 * scale) and its nest budget (by scale²).
 
@@ -49,6 +49,10 @@ def storable(array: np.ndarray) -> np.ndarray:
     return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
 
 
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
 def prepare(seed: int, scale: int, out_dir: str, verify: bool) -> dict:
     """Write one program's module, data and expected outputs; return its cases.json entry."""
     program = generate(seed, scale=scale)
@@ -65,8 +69,10 @@ def prepare(seed: int, scale: int, out_dir: str, verify: bool) -> dict:
     arrays = {}
     for index, (inputs, outputs) in enumerate(zip(reference.datasets, reference.outputs)):
         for buf in buffer_params(reference.concrete):
-            arrays[f"in{index}__{buf.name}"] = storable(inputs[buf.name])
-            arrays[f"out{index}__{buf.name}"] = storable(outputs[buf.name])
+            stored_in, stored_out = storable(inputs[buf.name]), storable(outputs[buf.name])
+            arrays[f"in{index}__{buf.name}"] = stored_in
+            if not _same(stored_in, stored_out):   # a buffer the program leaves as it was: its input is its result
+                arrays[f"out{index}__{buf.name}"] = stored_out
     np.savez(os.path.join(out_dir, f"{program.name}.npz"), **arrays)
     params = []
     for param in func.params:

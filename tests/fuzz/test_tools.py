@@ -126,6 +126,8 @@ def test_gpu_campaign_runs_end_to_end_in_the_interpreter(tmp_path, capsys):
     case = campaign["cases"][0]
     written = next(p["name"] for p in case["params"] if p["kind"] == "buffer" and p["name"].startswith("Out"))
     data = dict(np.load(os.path.join(folder, case["data"])))
+    read_only = [p["name"] for p in case["params"] if p["kind"] == "buffer" and not p["name"].startswith("Out")]
+    assert read_only and not any(f"out0__{name}" in data for name in read_only)   # an input's result is itself
     data[f"out0__{written}"] = data[f"out0__{written}"] + 1   # the expected result, wrong
     np.savez(os.path.join(folder, case["data"]), **data)
     assert fuzz_gpu_run.main([folder, "--device", "cpu", "--case", case["name"]]) == 1
