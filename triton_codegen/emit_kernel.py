@@ -314,7 +314,10 @@ class KernelPrinter:
         """exp((a - b) * c) in float32, for a constant c (or none), as exp2(a * c' - b * c') with
         c' = c · log2(e): one fused multiply-add per element (b · c' is computed at b's shape, a
         row of a softmax), where exp's own lowering multiplies by log2(e) after the subtraction
-        and the scale. The online softmax's exponentials have this form."""
+        and the scale. The online softmax's exponentials have this form. Only where both factors
+        are at most 1: a larger one overflows a finite operand near the float32 limit (a running
+        maximum still at its -FLT_MAX start after a leading run of masked keys, a mask of
+        T.min_value), and -inf - -inf is NaN where exp((a - b) * c) is 0 or 1."""
         x, scale = expr.x, 1.0
         if isinstance(x, Binary) and x.op == "*" and isinstance(x.b, Const) and not x.b.dims:
             x, scale = x.a, float(x.b.value)
@@ -340,6 +343,8 @@ class KernelPrinter:
             and self.lookup(minuend) is None
         ):
             minuend, inner = minuend.a, scale * float(minuend.b.value)  # (s * c2) · c' as s · (c2 · c')
+        if max(abs(inner), scale) * LOG2_E > 1:
+            return None
         return (
             f"tl.exp2({self.render(minuend, expr.dims)} * {format_float(inner * LOG2_E)} - "
             f"{self.render(x.b, expr.dims)} * {factor})"

@@ -51,3 +51,22 @@ def test_an_observable_row_maximum_propagates_nan():
     out = torch.empty_like(x)
     kernel(x, out, interpret=True)
     assert out[5].isnan().all() and not out[torch.arange(37) != 5].isnan().any()
+
+
+@pytest.mark.interpreter
+def test_a_leading_run_of_masked_keys_gives_no_nan():
+    # the running maximum stays at its -FLT_MAX start through the masked run: exp2(s·log2e - m·log2e)
+    # overflowed both products to -inf, and -inf - -inf made the whole row NaN
+    kernel = compile(make_softmax(3, 20000), verify=False)
+    x = torch.randn(3, 20000, generator=torch.Generator().manual_seed(2))
+    x[1, :9000] = float("-inf")
+    x[2, :9000] = torch.finfo(torch.float32).min
+    out = torch.empty_like(x)
+    kernel(x, out, interpret=True)
+    torch.testing.assert_close(out.double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-9)
+
+
+def test_attention_keeps_its_fused_exponential():
+    # its scale folds to 1/sqrt(d) · log2(e) < 1: s·c' - m·c' cannot overflow, one FMA an element
+    body = _pointer_kernel(compile(make_attention(1, 2, 37, 16), verify=False).source, "attention_kernel0")
+    assert "tl.exp2(" in body and "tl.exp(" not in body
