@@ -1,0 +1,190 @@
+"""softmax(Q·Kᵀ/√d) with the scores written, its key axis split: the statistics in chunks, then a 2-D store.
+
+    python benchmarks/scores_split_gpu.py generate DIR       # here (TVM): DIR/today.py, the suite's module
+    python3 benchmarks/scores_split_gpu.py run DIR OUT.json   # on the GPU (torch + triton only), under 60 s
+    TRITON_INTERPRET=1 python benchmarks/scores_split_gpu.py smoke  # the split kernels' numbers, no GPU
+
+The suite's module walks every key twice in one program per block of query rows (4096/32 = 128
+programs on 132 SMs). The split form is two kernels, the ones the online split lowers to
+(docs/passes.md, "Split online statistics"): A, on a (row tiles × chunks) grid, writes each chunk's
+running max m and sum l; B, on a (row tiles × key tiles) grid, combines its rows' `splits` partials
+(m = max m_c, l = Σ l_c·2^(m_c − m)) and recomputes its tile of scores, normalized, and stores it.
+Timed at splits 1, 2, 4, 8, 16, 32 and a few tiles of each kernel; `do_bench` medians (L2 flushed),
+every output checked against float64 first. torch.compile of the suite's peer beside.
+"""
+
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+
+M, N, D = 4096, 4096, 128
+SPLITS = (1, 2, 4, 8, 16, 32)
+STATS_TILES = ((64, 64, 4), (128, 64, 8), (64, 128, 4))      # (rows, keys, warps) of kernel A
+STORE_TILES = ((64, 128, 4), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 256, 4))   # kernel B
+
+
+def generate(out: str) -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:0] = [root, os.path.join(root, "examples")]
+    from attention_scores import make_attention_scores
+    from triton_codegen import compile
+
+    os.makedirs(out, exist_ok=True)
+    kernel = compile(make_attention_scores(M, N, D), verify=False)
+    kernel.save(os.path.join(out, "today.py"))
+    print("today:", len(kernel.program.kernels), "kernel(s)")
+
+
+def _kernels():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def stats(Q, K, m_part, l_part, chunk, scale_log2, D: tl.constexpr, BLOCK_I: tl.constexpr,
+              BLOCK_J: tl.constexpr):
+        row_tile = tl.program_id(0)
+        part = tl.program_id(1)
+        rows = row_tile * BLOCK_I + tl.arange(0, BLOCK_I)
+        d = tl.arange(0, D)
+        q = tl.load(Q + rows[:, None] * D + d[None, :])
+        m = tl.full([BLOCK_I], -3.4028234663852886e38, tl.float32)
+        l = tl.zeros([BLOCK_I], tl.float32)
+        for start in range(part * chunk, (part + 1) * chunk, BLOCK_J):
+            keys = start + tl.arange(0, BLOCK_J)
+            k = tl.load(K + keys[:, None] * D + d[None, :])
+            s = tl.dot(q, tl.trans(k))
+            new = tl.maximum(m, tl.max(s, axis=1))
+            l = l * tl.exp2((m - new) * scale_log2) + tl.sum(tl.exp2(s * scale_log2 - new[:, None] * scale_log2), 1)
+            m = new
+        tl.store(m_part + part * tl.num_programs(0) * BLOCK_I + rows, m)
+        tl.store(l_part + part * tl.num_programs(0) * BLOCK_I + rows, l)
+
+    @triton.jit
+    def store(Q, K, P, m_part, l_part, splits, rows_total, scale_log2, D: tl.constexpr, N: tl.constexpr,
+              BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr):
+        row_tile = tl.program_id(1)
+        key_tile = tl.program_id(0)
+        rows = row_tile * BLOCK_I + tl.arange(0, BLOCK_I)
+        m = tl.full([BLOCK_I], -3.4028234663852886e38, tl.float32)
+        for part in range(0, splits):
+            m = tl.maximum(m, tl.load(m_part + part * rows_total + rows))
+        l = tl.zeros([BLOCK_I], tl.float32)
+        for part in range(0, splits):
+            m_c = tl.load(m_part + part * rows_total + rows)
+            l += tl.load(l_part + part * rows_total + rows) * tl.exp2((m_c - m) * scale_log2)
+        d = tl.arange(0, D)
+        keys = key_tile * BLOCK_J + tl.arange(0, BLOCK_J)
+        q = tl.load(Q + rows[:, None] * D + d[None, :])
+        k = tl.load(K + keys[:, None] * D + d[None, :])
+        s = tl.dot(q, tl.trans(k))
+        p = tl.exp2(s * scale_log2 - m[:, None] * scale_log2) / l[:, None]
+        tl.store(P + rows[:, None] * N + keys[None, :], p)
+
+    return triton, stats, store
+
+
+def _split(triton, stats, store, q, k, p, m_part, l_part, splits, a, b):
+    scale_log2 = 1.4426950408889634 / math.sqrt(D)
+
+    def launch():
+        stats[(M // a[0], splits)](q, k, m_part, l_part, N // splits, scale_log2, D=D, BLOCK_I=a[0],
+                                   BLOCK_J=a[1], num_warps=a[2], num_stages=3)
+        store[(N // b[1], M // b[0])](q, k, p, m_part, l_part, splits, M, scale_log2, D=D, N=N,
+                                      BLOCK_I=b[0], BLOCK_J=b[1], num_warps=b[2], num_stages=2)
+    return launch
+
+
+def smoke() -> None:
+    """The split kernels' numbers in Triton's interpreter at a small size (no GPU): TRITON_INTERPRET=1."""
+    import torch
+
+    global M, N, D
+    M, N, D = 64, 256, 32
+    triton, stats, store = _kernels()
+    q, k, p, reference, m_part, l_part = _tensors(torch, "cpu")
+    for splits in (1, 4):
+        _split(triton, stats, store, q, k, p, m_part, l_part, splits, (32, 32, 4), (32, 64, 4))()
+        error = (p.double() - reference).abs().max().item()
+        assert error < 1e-5, (splits, error)
+        print("splits", splits, "max abs error", error)
+
+
+def _tensors(torch, device):
+    generator = torch.Generator(device=device).manual_seed(0)
+    q = torch.randn(M, D, generator=generator, device=device).half()
+    k = torch.randn(N, D, generator=generator, device=device).half()
+    p = torch.full((M, N), float("nan"), device=device, dtype=torch.float32)
+    reference = torch.softmax((q.double() @ k.double().T) / math.sqrt(D), dim=1)
+    m_part = torch.empty(max(SPLITS) * M, device=device, dtype=torch.float32)
+    return q, k, p, reference, m_part, torch.empty_like(m_part)
+
+
+def run(folder: str, out: str) -> None:
+    import torch
+    from triton.testing import do_bench
+
+    began = time.time()
+    q, k, p, reference, m_part, l_part = _tensors(torch, "cuda")
+
+    def timed(launch):
+        p.fill_(float("nan"))
+        launch()
+        torch.cuda.synchronize()
+        error = ((p.double() - reference).abs().max()).item()
+        return 1e3 * do_bench(launch, warmup=5, rep=25, return_mode="median"), error
+
+    rows = []
+    path = os.path.join(folder, "today.py")
+    if os.path.exists(path):
+        spec = importlib.util.spec_from_file_location("today", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        us, error = timed(lambda: module.run(q, k, p))
+        rows.append({"variant": "today (suite module)", "us": us, "max_abs_error": error})
+        print(rows[-1], flush=True)
+    compiled = torch.compile(lambda a, b: torch.softmax((a @ b.T).float() / math.sqrt(D), dim=1))
+    compiled(q, k)
+    rows.append({"variant": "torch.compile", "us": 1e3 * do_bench(lambda: compiled(q, k), warmup=5, rep=25,
+                                                                  return_mode="median")})
+    print(rows[-1], flush=True)
+    triton, stats, store = _kernels()
+    for splits in SPLITS:
+        for a in STATS_TILES:
+            for b in STORE_TILES:
+                if N // splits < a[1]:
+                    continue
+                try:
+                    us, error = timed(_split(triton, stats, store, q, k, p, m_part, l_part, splits, a, b))
+                except Exception as err:  # noqa: BLE001 - reported, the rest goes on
+                    rows.append({"variant": "split", "splits": splits, "stats": a, "store": b, "error": str(err)[:200]})
+                    continue
+                rows.append({"variant": "split", "splits": splits, "stats": a, "store": b, "us": us,
+                             "max_abs_error": error})
+                print(rows[-1], flush=True)
+        if time.time() - began > 50:
+            print("stopping the sweep at 50 s", flush=True)
+            break
+    measured = [r for r in rows if r["variant"] == "split" and "us" in r]
+    best = {}
+    for r in measured:
+        if r["splits"] not in best or r["us"] < best[r["splits"]]["us"]:
+            best[r["splits"]] = r
+    summary = {"best_per_split": [best[s] for s in sorted(best)], "write_floor_us": M * N * 4 / 4.8e6,
+               "device": torch.cuda.get_device_name(), "seconds": time.time() - began}
+    with open(out, "w") as handle:
+        json.dump({"rows": rows, "summary": summary}, handle, indent=1)
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["generate"]:
+        generate(sys.argv[2])
+    elif sys.argv[1:2] == ["smoke"]:
+        smoke()
+    elif sys.argv[1:2] == ["run"]:
+        run(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(__doc__)
