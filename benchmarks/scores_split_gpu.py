@@ -9,7 +9,8 @@ programs on 132 SMs). The split form is two kernels, the ones the online split l
 (docs/passes.md, "Split online statistics"): A, on a (row tiles × chunks) grid, writes each chunk's
 running max m and sum l; B, on a (row tiles × key tiles) grid, combines its rows' `splits` partials
 (m = max m_c, l = Σ l_c·2^(m_c − m)) and recomputes its tile of scores, normalized, and stores it.
-Timed at splits 1, 2, 4, 8, 16, 32 and a few tiles of each kernel; `do_bench` medians (L2 flushed),
+"split3" is the three-kernel form (a combine kernel between, B reading the combined m and l),
+what the compiler emits (SplitOnlineRows). Timed at splits 1, 2, 4, 8, 16, 32 and a few tiles of each kernel; `do_bench` medians (L2 flushed),
 every output checked against float64 first. torch.compile of the suite's peer beside.
 """
 
@@ -83,16 +84,38 @@ def _kernels():
         p = tl.exp2(s * scale_log2 - m[:, None] * scale_log2) / l[:, None]
         tl.store(P + rows[:, None] * N + keys[None, :], p)
 
-    return triton, stats, store
+    @triton.jit
+    def combine(m_part, l_part, m_out, l_out, splits, rows_total, scale_log2, BLOCK_I: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK_I + tl.arange(0, BLOCK_I)
+        m = tl.full([BLOCK_I], -3.4028234663852886e38, tl.float32)
+        for part in range(0, splits):
+            m = tl.maximum(m, tl.load(m_part + part * rows_total + rows))
+        l = tl.zeros([BLOCK_I], tl.float32)
+        for part in range(0, splits):
+            m_c = tl.load(m_part + part * rows_total + rows)
+            l += tl.load(l_part + part * rows_total + rows) * tl.exp2((m_c - m) * scale_log2)
+        tl.store(m_out + rows, m)
+        tl.store(l_out + rows, l)
+
+    return triton, stats, store, combine
 
 
-def _split(triton, stats, store, q, k, p, m_part, l_part, splits, a, b):
+def _split(kernels, q, k, p, m_part, l_part, splits, a, b, combined=None):
+    """The two kernels (B combines its rows' partials); with `combined` (two M-float buffers), three:
+    a combine kernel between them, B reading the combined statistics (what the compiler emits today)."""
+    _, stats, store, combine = kernels
     scale_log2 = 1.4426950408889634 / math.sqrt(D)
 
     def launch():
         stats[(M // a[0], splits)](q, k, m_part, l_part, N // splits, scale_log2, D=D, BLOCK_I=a[0],
                                    BLOCK_J=a[1], num_warps=a[2], num_stages=3)
-        store[(N // b[1], M // b[0])](q, k, p, m_part, l_part, splits, M, scale_log2, D=D, N=N,
+        if combined is None:
+            store[(N // b[1], M // b[0])](q, k, p, m_part, l_part, splits, M, scale_log2, D=D, N=N,
+                                          BLOCK_I=b[0], BLOCK_J=b[1], num_warps=b[2], num_stages=2)
+            return
+        combine[(M // min(M, 128),)](m_part, l_part, combined[0], combined[1], splits, M, scale_log2,
+                                     BLOCK_I=min(M, 128))
+        store[(N // b[1], M // b[0])](q, k, p, combined[0], combined[1], 1, M, scale_log2, D=D, N=N,
                                       BLOCK_I=b[0], BLOCK_J=b[1], num_warps=b[2], num_stages=2)
     return launch
 
@@ -103,13 +126,16 @@ def smoke() -> None:
 
     global M, N, D
     M, N, D = 64, 256, 32
-    triton, stats, store = _kernels()
+    kernels = _kernels()
     q, k, p, reference, m_part, l_part = _tensors(torch, "cpu")
+    combined = (torch.empty(M), torch.empty(M))
     for splits in (1, 4):
-        _split(triton, stats, store, q, k, p, m_part, l_part, splits, (32, 32, 4), (32, 64, 4))()
-        error = (p.double() - reference).abs().max().item()
-        assert error < 1e-5, (splits, error)
-        print("splits", splits, "max abs error", error)
+        for three in (None, combined):
+            p.fill_(float("nan"))
+            _split(kernels, q, k, p, m_part, l_part, splits, (32, 32, 4), (32, 64, 4), three)()
+            error = (p.double() - reference).abs().max().item()
+            assert error < 1e-5, (splits, error)
+            print("splits", splits, "three kernels" if three else "two kernels", "max abs error", error)
 
 
 def _tensors(torch, device):
@@ -150,29 +176,33 @@ def run(folder: str, out: str) -> None:
     rows.append({"variant": "torch.compile", "us": 1e3 * do_bench(lambda: compiled(q, k), warmup=5, rep=25,
                                                                   return_mode="median")})
     print(rows[-1], flush=True)
-    triton, stats, store = _kernels()
+    kernels = _kernels()
+    combined = (torch.empty(M, device="cuda"), torch.empty(M, device="cuda"))
     for splits in SPLITS:
         for a in STATS_TILES:
             for b in STORE_TILES:
                 if N // splits < a[1]:
                     continue
-                try:
-                    us, error = timed(_split(triton, stats, store, q, k, p, m_part, l_part, splits, a, b))
-                except Exception as err:  # noqa: BLE001 - reported, the rest goes on
-                    rows.append({"variant": "split", "splits": splits, "stats": a, "store": b, "error": str(err)[:200]})
-                    continue
-                rows.append({"variant": "split", "splits": splits, "stats": a, "store": b, "us": us,
-                             "max_abs_error": error})
-                print(rows[-1], flush=True)
+                forms = [("split", None)] + ([("split3", combined)] if a in STATS_TILES[:2] and b in STORE_TILES[:3]
+                                             else [])
+                for variant, three in forms:
+                    row = {"variant": variant, "splits": splits, "stats": a, "store": b}
+                    try:
+                        us, error = timed(_split(kernels, q, k, p, m_part, l_part, splits, a, b, three))
+                    except Exception as err:  # noqa: BLE001 - reported, the rest goes on
+                        rows.append({**row, "error": str(err)[:200]})
+                        continue
+                    rows.append({**row, "us": us, "max_abs_error": error})
+                    print(rows[-1], flush=True)
         if time.time() - began > 50:
             print("stopping the sweep at 50 s", flush=True)
             break
-    measured = [r for r in rows if r["variant"] == "split" and "us" in r]
     best = {}
-    for r in measured:
-        if r["splits"] not in best or r["us"] < best[r["splits"]]["us"]:
-            best[r["splits"]] = r
-    summary = {"best_per_split": [best[s] for s in sorted(best)], "write_floor_us": M * N * 4 / 4.8e6,
+    for r in rows:
+        key = f'{r["variant"]} {r.get("splits")}'
+        if r["variant"].startswith("split") and "us" in r and (key not in best or r["us"] < best[key]["us"]):
+            best[key] = r
+    summary = {"best_per_split": [best[key] for key in sorted(best)], "write_floor_us": M * N * 4 / 4.8e6,
                "device": torch.cuda.get_device_name(), "seconds": time.time() - began}
     with open(out, "w") as handle:
         json.dump({"rows": rows, "summary": summary}, handle, indent=1)
