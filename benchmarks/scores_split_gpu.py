@@ -1,10 +1,11 @@
 """softmax(Q·Kᵀ/√d) with the scores written, its key axis split: the statistics in chunks, then a 2-D store.
 
-    python benchmarks/scores_split_gpu.py generate DIR       # here (TVM): DIR/today.py, the suite's module
+    python benchmarks/scores_split_gpu.py generate DIR       # here (TVM): DIR/today.py, DIR/compiled_split.py
     python3 benchmarks/scores_split_gpu.py run DIR OUT.json   # on the GPU (torch + triton only), under 60 s
     TRITON_INTERPRET=1 python benchmarks/scores_split_gpu.py smoke  # the split kernels' numbers, no GPU
 
-The suite's module walks every key twice in one program per block of query rows (4096/32 = 128
+today.py is the program compiled without SplitOnlineRows (the suite's module of the last run),
+compiled_split.py with it (three kernels). The suite's module walks every key twice in one program per block of query rows (4096/32 = 128
 programs on 132 SMs). The split form is two kernels, the ones the online split lowers to
 (docs/passes.md, "Split online statistics"): A, on a (row tiles × chunks) grid, writes each chunk's
 running max m and sum l; B, on a (row tiles × key tiles) grid, combines its rows' `splits` partials
@@ -34,9 +35,10 @@ def generate(out: str) -> None:
     from triton_codegen import compile
 
     os.makedirs(out, exist_ok=True)
-    kernel = compile(make_attention_scores(M, N, D), verify=False)
-    kernel.save(os.path.join(out, "today.py"))
-    print("today:", len(kernel.program.kernels), "kernel(s)")
+    for name, disable in (("today", ("SplitOnlineRows",)), ("compiled_split", ())):
+        kernel = compile(make_attention_scores(M, N, D), verify=False, disable=disable)
+        kernel.save(os.path.join(out, f"{name}.py"))
+        print(name, len(kernel.program.kernels), "kernel(s)")
 
 
 def _kernels():
@@ -163,13 +165,16 @@ def run(folder: str, out: str) -> None:
         return 1e3 * do_bench(launch, warmup=5, rep=25, return_mode="median"), error
 
     rows = []
-    path = os.path.join(folder, "today.py")
-    if os.path.exists(path):
-        spec = importlib.util.spec_from_file_location("today", path)
+    for name in ("today", "compiled_split"):   # the compiler's modules: without SplitOnlineRows, with it
+        path = os.path.join(folder, f"{name}.py")
+        if not os.path.exists(path):
+            continue
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        us, error = timed(lambda: module.run(q, k, p))
-        rows.append({"variant": "today (suite module)", "us": us, "max_abs_error": error})
+        us, error = timed(lambda module=module: module.run(q, k, p))
+        rows.append({"variant": f"{name} (module)", "us": us, "max_abs_error": error,
+                     "kernels": len(module.LAUNCHERS)})
         print(rows[-1], flush=True)
     compiled = torch.compile(lambda a, b: torch.softmax((a @ b.T).float() / math.sqrt(D), dim=1))
     compiled(q, k)
