@@ -20,6 +20,9 @@ Order, and why:
                     then fuses the scores into that loop
   LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
                     consumer's shared loops (before the loop clean-ups: it leaves unit loops)
+  SplitOnlineRows   a fused online softmax whose row tiles leave the GPU idle -> its row in chunks
+                    (partial statistics), their combination, and the readers on a grid of their
+                    own; after LoopFusion, whose fused nest (stats loop, readers) is what it splits
   ShareContractionLoops  sibling K loops of independent contractions (SwiGLU's two projections
                     under the shared loops LoopFusion made) -> one loop, so each is a tl.dot
   BufferLayout      intermediates that still cross kernels get the axis their loops walk
