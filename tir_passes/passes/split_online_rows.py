@@ -129,7 +129,8 @@ def _splits(spec: GpuSpec, shared: list, loop: tirx.For, stats: tirx.Stmt) -> in
     if splits == 1:
         raise _Refused(f"{programs} programs of {rows} rows over {row} elements: no split pays "
                        f"({spec.multiprocessors} multiprocessors)")
-    return splits
+    return splits, f"{programs} programs of {rows} rows make fewer than 2 waves on {spec.multiprocessors} " \
+        f"multiprocessors, {programs * splits} with the chunks"
 
 
 def _chunks_start_finite(func, shift: s_tir.SBlockRealize, loop: tirx.For) -> None:
@@ -272,7 +273,7 @@ def _plan(func, stmt, spec: GpuSpec):
 
 def _split(func, stmt, plan, taken_buffers: set[str], taken_blocks: set[str]) -> tuple[list, list, str]:
     """(the nests replacing `stmt`, the partial buffers, the decision's text)."""
-    shared, loop, shift, sums, splits = plan
+    shared, loop, shift, sums, (splits, programs) = plan
     row = static_int(loop.extent)
     chunk = row // splits
     mark = online_shift(shift.block)
@@ -299,9 +300,8 @@ def _split(func, stmt, plan, taken_buffers: set[str], taken_blocks: set[str]) ->
         for l in reversed(shared):
             readers = tirx.For(l.loop_var, l.min, l.extent, l.kind, readers, l.thread_binding, l.annotations)
         nests.append(readers)
-    extents = " x ".join(str(static_int(l.extent)) for l in shared)
     why = (f"{shift.block.name_hint}: split {splits} ways over {loop.loop_var.name} (chunks of {chunk} of {row}): "
-           f"the rows ({extents}) alone leave the GPU idle; partials in {', '.join(p.name for p in parts.values())}, "
+           f"{programs}; partials in {', '.join(p.name for p in parts.values())}, "
            f"combined into {', '.join(written[:1] + written[2:])} by their own nest, whose readers run on a grid "
            "of their own")
     undone = [step for step in fusion_steps(func) if step.taken and mark.shift in step.buffers]
