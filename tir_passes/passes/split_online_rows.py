@@ -18,28 +18,35 @@ over row tiles, and the readers' nest a 2-D grid where they are a contraction wi
 
 The decision is the max block's "online.split" annotation (OnlineSplit: splits, chunk, and the
 combined buffer), with the reasons, taken or refused, in the root block's "online.split_decisions".
-The split count is tile_sizes.online_splits: doubling while the programs at the online row tile
-(tile_sizes.online_sizes) make fewer than two waves on the GPU's multiprocessors, each chunk keeping
-at least MIN_ONLINE_CHUNK elements and the chunks dividing the row. Where the row tiles already fill
-the GPU (many rows) nothing changes.
+The split count is online_split_sizes.online_splits: among powers of two that divide the row, keep
+at least MIN_ONLINE_CHUNK elements a chunk and are needed for two waves of programs (at the online
+row tile, tile_sizes.online_sizes), the one the price says is cheapest, if it saves a tenth of the
+unsplit walk's price: the walk by Little's law per program (what a program streams per key over
+what it keeps in flight, the GEMM price's terms), the split as the chunks' statistics, the readers
+at the copy bandwidth and two more kernels at split-K's measured cost. Where the row tiles already
+fill the GPU (many rows) nothing changes.
 
-Why: softmax(Q·Kᵀ) over 4096 rows with its 64 MiB of scores written ran as 128 programs of 32 rows
-(one per multiprocessor, each walking all 4096 keys twice, the store pass in the same programs):
-67.9 µs on the H200 against a 16 µs write floor (docs/benchmarks.md, issue 17).
+Why: a long row on few programs streams at one program's pace: 1024 queries over 65536 keys with
+their scores written are 8 row tiles of 128 on 132 multiprocessors, each walking all the keys twice
+(415 µs by the price; split 16 ways, 128 programs: 155 µs). softmax(Q·Kᵀ) 4096×4096×128 (the
+suite's) stays whole: measured on the H200 its split module ran 178 µs against 68 unsplit (three
+launches and their checks; issue 17, docs/benchmarks.md), which the added kernels' cost prices.
 Why after LoopFusion: the stats loop with its scores fused under it, and the readers beside it, are
 the form this splits; LoopFusion's record still says what it fused, and this pass's record says
 which rows it then split apart (the readers read the combined statistics from memory: a few
 bytes per row).
 Assumes: LoopFusion ran (a fused nest's shared loops are spatial for every block). Only static
 extents; only sums whose outputs are indexed by the rows alone (attention's weighted sum of V,
-with a head axis, is flash-decoding, not this); only rows whose every chunk's first element is
-proven finite (analyses/leading_element.py: unmasked scores; a causal mask leaves whole chunks
--inf for some rows, which the no-restart form does not handle); deterministic=True splits nothing
-(the split count follows the number of rows, docs/determinism.md).
+with a head axis, is flash-decoding, not this); sums without the -inf restart only where every
+chunk's first element is proven finite (analyses/leading_element.py at any chunk start: unmasked
+scores, and a causal mask, under which a chunk masked at its first key is masked whole), the
+restarting form whatever its chunks; deterministic=True splits nothing (the split count follows
+the number of rows, docs/determinism.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import tvm
@@ -47,8 +54,9 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.analyses.leading_element import first_element_finite
-from tir_passes.analyses.nest import (REDUCE, SPATIAL, blocks_under, contraction_operands, is_self_load, loop_chain,
-                                     loop_kind, operands_dtype, realizes_under, select_parts, unique_name)
+from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_accesses, blocks_under, contraction_operands, is_self_load,
+                                     is_zero, loop_chain, loop_kind, loops_under, next_power_of_two, operands_dtype,
+                                     realizes_under, select_parts, unique_name)
 from tir_passes.contracts.fusion_record import fusion_steps
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.contracts.online_contract import (RESCALE_KEY, SHIFT_KEY, SPLIT_DECISIONS_KEY, SPLIT_KEY, OnlineRescale,
@@ -56,7 +64,9 @@ from tir_passes.contracts.online_contract import (RESCALE_KEY, SHIFT_KEY, SPLIT_
                                                   rescale_value, shift_value, split_value)
 from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, static_int, top_level_statements
 from tir_passes.infra.pass_util import with_root_block
-from tir_passes.passes.tile_sizes import online_sizes, online_splits
+from tir_passes.infra.dtypes import element_bytes
+from tir_passes.passes.online_split_sizes import OnlineRow, online_splits
+from tir_passes.passes.tile_sizes import PIPELINE_STAGES, online_sizes, rows_filling_the_gpu
 
 
 class _Refused(Exception):
@@ -105,32 +115,60 @@ def _rescale_factor(block: s_tir.SBlock):
     if isinstance(value, tirx.Add):
         for product in (value.a, value.b):
             parts = select_parts(product)
-            if parts is not None and _is_zero(parts[1]):
+            if parts is not None and is_zero(parts[1]):
                 product = parts[2]
             if isinstance(product, tirx.Mul) and is_self_load(product.a, store):
                 return product.b
     raise _Refused(f"{block.name_hint} is not Y = Y * F + t")
 
 
-def _is_zero(expr) -> bool:
-    return isinstance(expr, tirx.FloatImm) and expr.value == 0.0
-
-
-def _splits(spec: GpuSpec, shared: list, loop: tirx.For, stats: tirx.Stmt) -> int:
+def _splits(spec: GpuSpec, func, stmt, shared: list, loop: tirx.For) -> tuple[int, str]:
+    """(splits, why) by online_split_sizes' price of this walk, or _Refused with the price."""
     extents = [static_int(l.extent) for l in shared]
     row = static_int(loop.extent)
     if None in extents or row is None:
         raise _Refused("symbolic extents")
-    dots = [r for r in realizes_under(stats) if contraction_operands(r.block) is not None]
+    dots = [r for r in realizes_under(loop) if contraction_operands(r.block) is not None]
     dtype = operands_dtype(*contraction_operands(dots[0].block)) if dots else "float32"
-    rows = online_sizes(spec, dtype, extents[-1], row, bool(dots), spec.limits, masked=False)[0]
+    rows, columns, _, stages = online_sizes(spec, dtype, extents[-1], row, bool(dots), spec.limits, masked=False)
     programs = math.prod(extents[:-1]) * -(-extents[-1] // rows)
-    splits = online_splits(spec, programs, row)
-    if splits == 1:
-        raise _Refused(f"{programs} programs of {rows} rows over {row} elements: no split pays "
-                       f"({spec.multiprocessors} multiprocessors)")
-    return splits, f"{programs} programs of {rows} rows make fewer than 2 waves on {spec.multiprocessors} " \
-        f"multiprocessors, {programs * splits} with the chunks"
+    params = {p.name for p in func.params if tirx.is_buffer_var(p)}
+    chunked = OnlineRow(programs, rows, row, *_row_bytes(params, stmt, loop, dots), in_flight=0.0)
+    chunked = dataclasses.replace(chunked, in_flight=max(1, stages - 1) * columns * _per_key(chunked))
+    whole = chunked
+    if dots:  # unsplit, Tiling gives a contraction's rows fewer per program to fill one wave, wider key tiles
+        fewer = rows_filling_the_gpu(rows, extents[-1], math.prod(extents[:-1]), spec)
+        wide = min(columns * rows // fewer, next_power_of_two(row))
+        whole = dataclasses.replace(chunked, rows=fewer, programs=math.prod(extents[:-1]) * -(-extents[-1] // fewer))
+        whole = dataclasses.replace(whole, in_flight=(PIPELINE_STAGES - 1) * wide * _per_key(whole))
+    price = online_splits(spec, whole, chunked)
+    costs = f"{price.unsplit_seconds * 1e6:.1f} us unsplit"
+    if price.splits == 1:
+        raise _Refused(f"{programs} programs of {rows} rows over {row} elements: no split pays by the price "
+                       f"({costs}; a split adds two kernels, {spec.multiprocessors} multiprocessors)")
+    split = f"{price.seconds * 1e6:.1f} us by the price"
+    return price.splits, f"{programs} programs of {rows} rows make fewer than 2 waves on {spec.multiprocessors} " \
+        f"multiprocessors, {programs * price.splits} with the chunks ({split}, {costs})"
+
+
+def _per_key(walk: OnlineRow) -> int:
+    return walk.key_bytes + walk.rows * walk.element_bytes
+
+
+def _row_bytes(params: set[str], stmt, loop: tirx.For, dots: list) -> tuple[int, int, int, int]:
+    """(key bytes, element bytes, out bytes, walks) of the walk: a contraction's second operand per
+    key (its depth × element size), the parameters the online blocks read per element, the
+    parameters the readers write per element, and whether the readers walk the row again."""
+    readers = [r for nest in list(loop_chain(stmt)[1].seq)[1:] for r in realizes_under(nest)]
+    key_bytes = 0
+    for realize in dots:
+        depth = math.prod(static_int(l.extent) or 1 for l in loops_under(loop) if loop_kind(l, realize) == REDUCE)
+        key_bytes += depth * element_bytes(operands_dtype(*contraction_operands(realize.block)))
+    element = sum(element_bytes(str(a.buffer.dtype)) for r in realizes_under(loop) if contraction_operands(r.block)
+                  is None for a in block_accesses(r.block) if not a.is_store and a.buffer.name in params)
+    out = sum(element_bytes(str(a.buffer.dtype)) for r in readers for a in block_accesses(r.block)
+              if a.is_store and a.buffer.name in params)
+    return key_bytes, element, out, 2 if readers else 1
 
 
 def _chunks_start_finite(func, shift: s_tir.SBlockRealize, loop: tirx.For) -> None:
@@ -268,7 +306,7 @@ def _plan(func, stmt, spec: GpuSpec):
     for realize in sums:
         _rescale_factor(realize.block)
     _chunks_start_finite(func, shift, loop)
-    return shared, loop, shift, sums, _splits(spec, shared, loop, loop)
+    return shared, loop, shift, sums, _splits(spec, func, stmt, shared, loop)
 
 
 def _split(func, stmt, plan, taken_buffers: set[str], taken_blocks: set[str]) -> tuple[list, list, str]:

@@ -331,19 +331,3 @@ def split_k_factor(spec: GpuSpec, dtype: str, out_bytes: int, extents: dict[str,
         splits *= 2
     return best
 
-
-# --- an online row split into chunks (SplitOnlineRows) ----------------------------------------------
-MIN_ONLINE_CHUNK = 512   # elements each chunk of a split row keeps: several tiles, so its loop still pipelines
-ONLINE_WAVES = 2         # programs per multiprocessor a split aims for (the store's programs run beside)
-
-
-def online_splits(spec: GpuSpec, programs: int, row: int) -> int:
-    """How many chunks a row walked by an online softmax is split into: doubling while the programs
-    (rows per program at the online tile, times the other program ids) do not make ONLINE_WAVES
-    waves, the chunks divide the row and each keeps MIN_ONLINE_CHUNK elements. softmax(Q·Kᵀ) over
-    4096 rows of 4096 keys: 32 programs of 128 rows on 132 multiprocessors become 256 of 512 keys."""
-    splits = 1
-    while (programs * splits < ONLINE_WAVES * spec.multiprocessors and splits * 2 <= MAX_SPLITS
-           and row % (splits * 2) == 0 and row // (splits * 2) >= MIN_ONLINE_CHUNK):
-        splits *= 2
-    return splits
