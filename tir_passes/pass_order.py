@@ -30,6 +30,7 @@ DEFAULT_ORDER = (
     PassEntry("SplitReduction", "tir_passes.passes.split_reduction:SplitReduction", True, True),
     PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True),
     PassEntry("LoopFusion", "tir_passes.passes.loop_fusion:LoopFusion", True),
+    PassEntry("SplitOnlineRows", "tir_passes.passes.split_online_rows:SplitOnlineRows", True, True),
     PassEntry("ShareContractionLoops", "tir_passes.passes.share_contraction_loops:ShareContractionLoops", False),
     PassEntry("BufferLayout", "tir_passes.passes.buffer_layout:BufferLayout", False),
     PassEntry("RemoveUnitLoops", "tir_passes.passes.remove_unit_loops:RemoveUnitLoops", False, True),

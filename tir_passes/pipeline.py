@@ -1,5 +1,4 @@
-"""The pass pipeline: an ordered list of named S-TIR -> S-TIR passes, and the driver that runs it
-with dumps, diffs, timing and verification after every pass.
+"""The pass pipeline: ordered, named S-TIR -> S-TIR passes; its driver dumps, diffs, times, verifies.
 
 Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
@@ -20,6 +19,7 @@ Order, and why:
                     then fuses the scores into that loop
   LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
                     consumer's shared loops (before the loop clean-ups: it leaves unit loops)
+  SplitOnlineRows   fused online rows that leave the GPU idle -> chunks' statistics, combined, readers apart
   ShareContractionLoops  sibling K loops of independent contractions (SwiGLU's two projections
                     under the shared loops LoopFusion made) -> one loop, so each is a tl.dot
   BufferLayout      intermediates that still cross kernels get the axis their loops walk

@@ -5,7 +5,9 @@ that exist, and state facts that are true of the IR, after every pass from their
 - a taken inline: the block is gone (inlined into its consumers);
 - a taken fuse, move or merge: its blocks and the blocks it joined are one top-level nest (one
   kernel), the intermediates it keeps off memory are root allocations, and the bytes it saves are
-  their write and read (fusion_record.saved_bytes);
+  their write and read (fusion_record.saved_bytes); except a merge of a row's readers with the
+  online statistics SplitOnlineRows later split apart (its OnlineSplit mark names the combined
+  maximum among the step's buffers: the split's record says it undid the merge);
 - a taken recompute: the block and its copies exist, each copy writing a root allocation of its own;
 - a refusal: the blocks it names exist;
 - a layout decision names a root allocation; a permuted one has its old shape permuted.
@@ -18,6 +20,7 @@ from tvm import tirx
 from tir_passes.analyses.nest import blocks_under, written_buffers
 from tir_passes.contracts.fusion_record import INLINE, RECOMPUTE, FusionStep, fusion_steps, saved_bytes
 from tir_passes.contracts.layout_record import layout_decisions
+from tir_passes.contracts.online_contract import online_split
 from tir_passes.contracts.tile_contract import ContractError
 from tir_passes.infra.pass_util import root_block, static_int, top_level_statements
 
@@ -30,8 +33,10 @@ def record_problems(func: tirx.PrimFunc) -> list[str]:
     nests = {block.name_hint: index for index, stmt in enumerate(top_level_statements(func))
              for block in blocks_under(stmt)}
     allocated = {buf.name: buf for buf in root_block(func).alloc_buffers}
+    split = {mark.combined for block in blocks_under(func.body) if (mark := online_split(block)) is not None}
     problems = [f"fusion step {index} ({step.action} {', '.join(step.blocks)}): {problem}"
-                for index, step in enumerate(steps) for problem in _step_problems(func, step, nests, allocated)]
+                for index, step in enumerate(steps) if not split.intersection(step.buffers)
+                for problem in _step_problems(func, step, nests, allocated)]
     for decision in layouts:
         buf = allocated.get(decision.buffer)
         if buf is None:

@@ -26,6 +26,14 @@ and N the shift before and after the whole tile. The lowering folds a tile that 
 `previous` is the maximum before the tile, `shift` after it); the dependence analysis lets the
 loop be a tile axis although the sums read the shift it carries; the contract check verifies
 that the marks name a shift block and buffers that exist.
+
+  block annotation "online.split"    OnlineSplit    SplitOnlineRows's decision, on the max block
+                                                    of a row split into `splits` chunks of
+                                                    `chunk` elements: the block keeps the chunk's
+                                                    statistics (a partial buffer over chunks ×
+                                                    rows), a combine nest merges them into
+                                                    `combined`; Tiling reads it (the chunks and
+                                                    rows are program ids, the chunk the online loop)
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from tir_passes.contracts.tile_contract import ContractError
 
 SHIFT_KEY, RESCALE_KEY = "online.shift", "online.rescale"
 DECISIONS_KEY = "online.decisions"   # root block: the pass's reasons, one line per group found or refused
+SPLIT_KEY = "online.split"
+SPLIT_DECISIONS_KEY = "online.split_decisions"   # root block: SplitOnlineRows's reasons, taken or refused
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,30 @@ class OnlineShift:
 class OnlineRescale:
     shift: str
     previous: str
+
+
+@dataclass(frozen=True)
+class OnlineSplit:
+    splits: int      # chunks of the row, each a program id beside the rows
+    chunk: int       # elements per chunk (the row's extent / splits)
+    combined: str    # the running maximum's buffer the combine nest writes (what the readers read)
+
+
+def split_value(mark: OnlineSplit) -> dict:
+    return {"splits": mark.splits, "chunk": mark.chunk, "combined": mark.combined}
+
+
+def online_split(block: s_tir.SBlock) -> OnlineSplit | None:
+    raw = block.annotations.get(SPLIT_KEY)
+    if raw is None:
+        return None
+    fields = dict(raw.items()) if hasattr(raw, "items") else {}
+    splits, chunk, combined = fields.get("splits"), fields.get("chunk"), fields.get("combined")
+    if not (isinstance(splits, int) and isinstance(chunk, int) and splits > 1 and chunk > 0
+            and isinstance(combined, str)):
+        raise ContractError(f"block {block.name_hint}", f'annotation "{SPLIT_KEY}" needs integers "splits" > 1 and '
+                            f'"chunk" > 0 and a buffer name "combined", not {raw!r}', "SplitOnlineRows")
+    return OnlineSplit(int(splits), int(chunk), str(combined))
 
 
 def shift_value(mark: OnlineShift) -> dict:

@@ -330,3 +330,4 @@ def split_k_factor(spec: GpuSpec, dtype: str, out_bytes: int, extents: dict[str,
             best = price
         splits *= 2
     return best
+

@@ -34,7 +34,7 @@ from tir_passes.analyses.masked_walk import walk_is_masked
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
 from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.gpu_specs import GpuSpec
-from tir_passes.contracts.online_contract import online_rescale, online_shift
+from tir_passes.contracts.online_contract import online_rescale, online_shift, online_split
 from tir_passes.analyses.nest import (
     REDUCE,
     SPATIAL,
@@ -81,9 +81,28 @@ def fused_shape(stmt) -> FusedShape | None:
     if not shared or not isinstance(inner, tirx.SeqStmt):
         return None
     subs = [(list(loops), realize) for realize, loops in block_sites(inner)]
-    if not subs or any(loop_kind(loop, realize) != SPATIAL for loop in shared for _, realize in subs):
+    if not subs:
         return None
-    return FusedShape(shared, subs, loop_chains(inner))
+    spatial = _spatial_prefix(shared, subs)
+    if spatial < len(shared) and not (spatial and _split_online(shared[spatial], subs)):
+        return None
+    if spatial < len(shared):  # the online loop of a split row (SplitOnlineRows): shared rows and chunks above it
+        inner = shared[spatial]
+        subs = [(list(loops), realize) for realize, loops in block_sites(inner)]
+    return FusedShape(shared[:spatial], subs, loop_chains(inner))
+
+
+def _spatial_prefix(loops: list[tirx.For], subs) -> int:
+    """How many leading loops are spatial for every block."""
+    count = 0
+    while count < len(loops) and all(loop_kind(loops[count], realize) == SPATIAL for _, realize in subs):
+        count += 1
+    return count
+
+
+def _split_online(loop: tirx.For, subs) -> bool:
+    """The loop is the chunk a split online max walks (its OnlineSplit mark), directly over its blocks."""
+    return any(online_split(realize.block) is not None and loop_kind(loop, realize) == REDUCE for _, realize in subs)
 
 
 def loop_chains(stmt) -> list[list[tirx.For]]:

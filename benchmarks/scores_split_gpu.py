@@ -1,0 +1,253 @@
+"""softmax(Q·Kᵀ/√d) with the scores written, its key axis split: the statistics in chunks, then a 2-D store.
+
+    python benchmarks/scores_split_gpu.py generate DIR       # here (TVM): DIR/today.py, DIR/compiled_split.py
+    python3 benchmarks/scores_split_gpu.py run DIR OUT.json   # on the GPU (torch + triton only), under 60 s
+    TRITON_INTERPRET=1 python benchmarks/scores_split_gpu.py smoke  # the split kernels' numbers, no GPU
+
+today.py is the program as compiled (SplitOnlineRows' price keeps it one kernel), compiled_split.py
+the split the pass makes when its added kernels are priced at nothing (three kernels). The suite's module walks every key twice in one program per block of query rows (4096/32 = 128
+programs on 132 SMs). The split form is two kernels, the ones the online split lowers to
+(docs/passes.md, "Split online statistics"): A, on a (row tiles × chunks) grid, writes each chunk's
+running max m and sum l; B, on a (row tiles × key tiles) grid, combines its rows' `splits` partials
+(m = max m_c, l = Σ l_c·2^(m_c − m)) and recomputes its tile of scores, normalized, and stores it.
+"split3" is the three-kernel form (a combine kernel between, B reading the combined m and l),
+what the compiler emits (SplitOnlineRows). Timed at splits 1, 2, 4, 8, 16, 32 and a few tiles of each kernel; `do_bench` medians (L2 flushed)
+with the Python launches (what the suite times) and of a CUDA graph's replay ("graph_us": the GPU alone),
+every output checked against float64 first. torch.compile of the suite's peer beside.
+"""
+
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+
+M, N, D = 4096, 4096, 128
+SPLITS = (1, 2, 4, 8, 16, 32)
+STATS_TILES = ((64, 64, 4), (128, 64, 8), (64, 128, 4))      # (rows, keys, warps) of kernel A
+STORE_TILES = ((64, 128, 4), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 256, 4))   # kernel B
+
+
+def generate(out: str) -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:0] = [root, os.path.join(root, "examples")]
+    from attention_scores import make_attention_scores
+    from triton_codegen import compile
+
+    from tir_passes.passes import online_split_sizes
+
+    os.makedirs(out, exist_ok=True)
+    for name, kernel_seconds in (("today", None), ("compiled_split", 0.0)):
+        # the price keeps this case whole (two more kernels cost more than the walk): compiled_split
+        # prices the added kernels at nothing, so the split the pass would make is what runs
+        saved = online_split_sizes.ONLINE_SPLIT_KERNEL_SECONDS
+        if kernel_seconds is not None:
+            online_split_sizes.ONLINE_SPLIT_KERNEL_SECONDS = kernel_seconds
+        try:
+            kernel = compile(make_attention_scores(M, N, D), verify=False)
+        finally:
+            online_split_sizes.ONLINE_SPLIT_KERNEL_SECONDS = saved
+        kernel.save(os.path.join(out, f"{name}.py"))
+        print(name, len(kernel.program.kernels), "kernel(s)")
+
+
+def _kernels():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def stats(Q, K, m_part, l_part, chunk, scale_log2, D: tl.constexpr, BLOCK_I: tl.constexpr,
+              BLOCK_J: tl.constexpr):
+        row_tile = tl.program_id(0)
+        part = tl.program_id(1)
+        rows = row_tile * BLOCK_I + tl.arange(0, BLOCK_I)
+        d = tl.arange(0, D)
+        q = tl.load(Q + rows[:, None] * D + d[None, :])
+        m = tl.full([BLOCK_I], -3.4028234663852886e38, tl.float32)
+        l = tl.zeros([BLOCK_I], tl.float32)
+        for start in range(part * chunk, (part + 1) * chunk, BLOCK_J):
+            keys = start + tl.arange(0, BLOCK_J)
+            k = tl.load(K + keys[:, None] * D + d[None, :])
+            s = tl.dot(q, tl.trans(k))
+            new = tl.maximum(m, tl.max(s, axis=1))
+            l = l * tl.exp2((m - new) * scale_log2) + tl.sum(tl.exp2(s * scale_log2 - new[:, None] * scale_log2), 1)
+            m = new
+        tl.store(m_part + part * tl.num_programs(0) * BLOCK_I + rows, m)
+        tl.store(l_part + part * tl.num_programs(0) * BLOCK_I + rows, l)
+
+    @triton.jit
+    def store(Q, K, P, m_part, l_part, splits, rows_total, scale_log2, D: tl.constexpr, N: tl.constexpr,
+              BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr):
+        row_tile = tl.program_id(1)
+        key_tile = tl.program_id(0)
+        rows = row_tile * BLOCK_I + tl.arange(0, BLOCK_I)
+        m = tl.full([BLOCK_I], -3.4028234663852886e38, tl.float32)
+        for part in range(0, splits):
+            m = tl.maximum(m, tl.load(m_part + part * rows_total + rows))
+        l = tl.zeros([BLOCK_I], tl.float32)
+        for part in range(0, splits):
+            m_c = tl.load(m_part + part * rows_total + rows)
+            l += tl.load(l_part + part * rows_total + rows) * tl.exp2((m_c - m) * scale_log2)
+        d = tl.arange(0, D)
+        keys = key_tile * BLOCK_J + tl.arange(0, BLOCK_J)
+        q = tl.load(Q + rows[:, None] * D + d[None, :])
+        k = tl.load(K + keys[:, None] * D + d[None, :])
+        s = tl.dot(q, tl.trans(k))
+        p = tl.exp2(s * scale_log2 - m[:, None] * scale_log2) / l[:, None]
+        tl.store(P + rows[:, None] * N + keys[None, :], p)
+
+    @triton.jit
+    def combine(m_part, l_part, m_out, l_out, splits, rows_total, scale_log2, BLOCK_I: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK_I + tl.arange(0, BLOCK_I)
+        m = tl.full([BLOCK_I], -3.4028234663852886e38, tl.float32)
+        for part in range(0, splits):
+            m = tl.maximum(m, tl.load(m_part + part * rows_total + rows))
+        l = tl.zeros([BLOCK_I], tl.float32)
+        for part in range(0, splits):
+            m_c = tl.load(m_part + part * rows_total + rows)
+            l += tl.load(l_part + part * rows_total + rows) * tl.exp2((m_c - m) * scale_log2)
+        tl.store(m_out + rows, m)
+        tl.store(l_out + rows, l)
+
+    return triton, stats, store, combine
+
+
+def _split(kernels, q, k, p, m_part, l_part, splits, a, b, combined=None):
+    """The two kernels (B combines its rows' partials); with `combined` (two M-float buffers), three:
+    a combine kernel between them, B reading the combined statistics (what the compiler emits today)."""
+    _, stats, store, combine = kernels
+    scale_log2 = 1.4426950408889634 / math.sqrt(D)
+
+    def launch():
+        stats[(M // a[0], splits)](q, k, m_part, l_part, N // splits, scale_log2, D=D, BLOCK_I=a[0],
+                                   BLOCK_J=a[1], num_warps=a[2], num_stages=3)
+        if combined is None:
+            store[(N // b[1], M // b[0])](q, k, p, m_part, l_part, splits, M, scale_log2, D=D, N=N,
+                                          BLOCK_I=b[0], BLOCK_J=b[1], num_warps=b[2], num_stages=2)
+            return
+        combine[(M // min(M, 128),)](m_part, l_part, combined[0], combined[1], splits, M, scale_log2,
+                                     BLOCK_I=min(M, 128))
+        store[(N // b[1], M // b[0])](q, k, p, combined[0], combined[1], 1, M, scale_log2, D=D, N=N,
+                                      BLOCK_I=b[0], BLOCK_J=b[1], num_warps=b[2], num_stages=2)
+    return launch
+
+
+def smoke() -> None:
+    """The split kernels' numbers in Triton's interpreter at a small size (no GPU): TRITON_INTERPRET=1."""
+    import torch
+
+    global M, N, D
+    M, N, D = 64, 256, 32
+    kernels = _kernels()
+    q, k, p, reference, m_part, l_part = _tensors(torch, "cpu")
+    combined = (torch.empty(M), torch.empty(M))
+    for splits in (1, 4):
+        for three in (None, combined):
+            p.fill_(float("nan"))
+            _split(kernels, q, k, p, m_part, l_part, splits, (32, 32, 4), (32, 64, 4), three)()
+            error = (p.double() - reference).abs().max().item()
+            assert error < 1e-5, (splits, error)
+            print("splits", splits, "three kernels" if three else "two kernels", "max abs error", error)
+
+
+def _tensors(torch, device):
+    generator = torch.Generator(device=device).manual_seed(0)
+    q = torch.randn(M, D, generator=generator, device=device).half()
+    k = torch.randn(N, D, generator=generator, device=device).half()
+    p = torch.full((M, N), float("nan"), device=device, dtype=torch.float32)
+    reference = torch.softmax((q.double() @ k.double().T) / math.sqrt(D), dim=1)
+    m_part = torch.empty(max(SPLITS) * M, device=device, dtype=torch.float32)
+    return q, k, p, reference, m_part, torch.empty_like(m_part)
+
+
+def run(folder: str, out: str) -> None:
+    import torch
+    from triton.testing import do_bench
+
+    began = time.time()
+    q, k, p, reference, m_part, l_part = _tensors(torch, "cuda")
+
+    def timed(launch):
+        """(µs with the Python launches, max error, µs of a CUDA graph's replay: the GPU time alone)."""
+        p.fill_(float("nan"))
+        launch()
+        torch.cuda.synchronize()
+        error = ((p.double() - reference).abs().max()).item()
+        us = 1e3 * do_bench(launch, warmup=5, rep=25, return_mode="median")
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                launch()
+            graph_us = 1e3 * do_bench(graph.replay, warmup=5, rep=25, return_mode="median")
+        except Exception as err:  # noqa: BLE001 - reported, the rest goes on
+            graph_us = str(err)[:100]
+        return us, error, graph_us
+
+    rows = []
+    for name in ("today", "compiled_split"):   # the compiler's modules: without SplitOnlineRows, with it
+        path = os.path.join(folder, f"{name}.py")
+        if not os.path.exists(path):
+            continue
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        us, error, graph_us = timed(lambda module=module: module.run(q, k, p))
+        rows.append({"variant": f"{name} (module)", "us": us, "graph_us": graph_us, "max_abs_error": error,
+                     "kernels": len(module.LAUNCHERS)})
+        print(rows[-1], flush=True)
+    compiled = torch.compile(lambda a, b: torch.softmax((a @ b.T).float() / math.sqrt(D), dim=1))
+    compiled(q, k)
+    rows.append({"variant": "torch.compile", "us": 1e3 * do_bench(lambda: compiled(q, k), warmup=5, rep=25,
+                                                                  return_mode="median")})
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        compiled(q, k)
+    rows[-1]["graph_us"] = 1e3 * do_bench(graph.replay, warmup=5, rep=25, return_mode="median")
+    print(rows[-1], flush=True)
+    kernels = _kernels()
+    combined = (torch.empty(M, device="cuda"), torch.empty(M, device="cuda"))
+    for splits in SPLITS:
+        for a in STATS_TILES:
+            for b in STORE_TILES:
+                if N // splits < a[1] or time.time() - began > 48:
+                    continue   # under the 60 s a probe may take: the rest of the sweep is left out
+                forms = [("split", None)] + ([("split3", combined)] if a in STATS_TILES[:2] and b in STORE_TILES[:3]
+                                             else [])
+                for variant, three in forms:
+                    row = {"variant": variant, "splits": splits, "stats": a, "store": b}
+                    try:
+                        us, error, graph_us = timed(_split(kernels, q, k, p, m_part, l_part, splits, a, b, three))
+                    except Exception as err:  # noqa: BLE001 - reported, the rest goes on
+                        rows.append({**row, "error": str(err)[:200]})
+                        continue
+                    rows.append({**row, "us": us, "graph_us": graph_us, "max_abs_error": error})
+                    print(rows[-1], flush=True)
+    best = {}
+    for r in rows:
+        key = f'{r["variant"]} {r.get("splits")}'
+        if r["variant"].startswith("split") and "us" in r and (key not in best or r["us"] < best[key]["us"]):
+            best[key] = r
+    fastest_gpu = {}
+    for r in rows:
+        key = f'{r["variant"]} {r.get("splits")}'
+        if isinstance(r.get("graph_us"), float) and (key not in fastest_gpu
+                                                     or r["graph_us"] < fastest_gpu[key]["graph_us"]):
+            fastest_gpu[key] = r
+    summary = {"best_graph_per_variant": [fastest_gpu[key] for key in sorted(fastest_gpu)],
+               "sweep_complete": time.time() - began <= 48, "best_per_split": [best[key] for key in sorted(best)], "write_floor_us": M * N * 4 / 4.8e6,
+               "device": torch.cuda.get_device_name(), "seconds": time.time() - began}
+    with open(out, "w") as handle:
+        json.dump({"rows": rows, "summary": summary}, handle, indent=1)
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["generate"]:
+        generate(sys.argv[2])
+    elif sys.argv[1:2] == ["smoke"]:
+        smoke()
+    elif sys.argv[1:2] == ["run"]:
+        run(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(__doc__)
