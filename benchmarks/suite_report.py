@@ -99,6 +99,8 @@ def model_met(case: dict) -> bool | None:
 
 def _model(case: dict) -> str:
     model = case.get("model") or {}
+    if model.get("error"):
+        return f"not modelled: {_short(model['error'], 60)}"
     if model.get("us") is None:
         return "—"
     bounds = sorted({k["bound"] for k in model.get("kernels", {}).values()})

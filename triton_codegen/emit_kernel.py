@@ -141,19 +141,43 @@ _SCANS = {
     "max": "tl.associative_scan({x}, {axis}, _tir_maximum)",
     "min": "tl.associative_scan({x}, {axis}, _tir_minimum)",
 }
-# reductions through tl.reduce and a combine function of HELPERS: products, and float max/min that propagate NaN
-_COMBINED_REDUCTIONS = {"prod": "_tir_multiply", "nan_max": "_tir_maximum", "nan_min": "_tir_minimum"}
+# reductions through tl.reduce and a combine function of HELPERS (products), and the HELPERS of float
+# max/min reductions that propagate NaN (with the combine each calls)
+_COMBINED_REDUCTIONS = {"prod": "_tir_multiply"}
+_NAN_REDUCTIONS = {"nan_max": ("_tir_nan_max", "_tir_maximum", "_NUMPY_REDUCTIONS"),
+                   "nan_min": ("_tir_nan_min", "_tir_minimum", "_NUMPY_REDUCTIONS")}
+# module constants the helpers read (written after the kernels: a @triton.jit function reads its globals
+# when it is compiled or, in the interpreter, called; the module opens with its kernels)
+CONSTANTS = {
+    "_NUMPY_REDUCTIONS": '_NUMPY_REDUCTIONS = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")\n',
+    "_UPCAST_DOT_OPERANDS": '_UPCAST_DOT_OPERANDS = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")\n',
+}
+
+
+def _nan_reduction(kind: str) -> str:
+    """A NaN-propagating reduction: on the GPU tl.reduce with the NaN-propagating combine (one pass,
+    max.NaN); in Triton's interpreter, whose custom-combine reduce is a Python call per element, its
+    own numpy reduction and a second one finding NaN."""
+    return (f"@triton.jit\ndef _tir_nan_{kind}(x, axis: tl.constexpr):\n"
+            "    if _NUMPY_REDUCTIONS:\n"
+            "        has_nan = tl.max((x != x).to(tl.int8), axis=axis) > 0\n"
+            f'        return tl.where(has_nan, float("nan"), tl.{kind}(x, axis=axis))\n'
+            f"    return tl.reduce(x, axis, _tir_{'maximum' if kind == 'max' else 'minimum'})\n")
+
+
+# combine functions that tl.reduce / tl.associative_scan take, written once into a module that uses them;
 # combine functions that tl.reduce / tl.associative_scan take, written once into a module that uses them;
 # max and min propagate NaN, as BINARY_RULES do
 HELPERS = {
     "_tir_maximum": "@triton.jit\ndef _tir_maximum(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",  # noqa: E501
     "_tir_minimum": "@triton.jit\ndef _tir_minimum(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n",  # noqa: E501
     "_tir_multiply": "@triton.jit\ndef _tir_multiply(a, b):\n    return a * b\n",
+    "_tir_nan_max": _nan_reduction("max"),
+    "_tir_nan_min": _nan_reduction("min"),
     # Triton's interpreter (3.9) computes tl.dot on bfloat16 operands from their raw bits (garbage);
     # there the operands go in fp32, which holds every bfloat16 product exactly (the kernels come
     # before the runtime's _INTERPRETED in the module: the helper reads the environment itself)
     "_dot_operand": (
-        '_UPCAST_DOT_OPERANDS = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")\n\n\n'
         "@triton.jit\ndef _dot_operand(x):\n"
         "    if _UPCAST_DOT_OPERANDS:\n        return x.to(tl.float32)\n    return x\n"
     ),
@@ -209,7 +233,7 @@ class KernelPrinter:
         self.plan = plan
         self.order = [d.name for d in kernel.dims]
         self.blocks = {d.name: d.block for d in kernel.dims}
-        self.names = NameTable(kernel_names(kernel, plan) | set(HELPERS))
+        self.names = NameTable(kernel_names(kernel, plan) | set(HELPERS) | set(CONSTANTS))
         self.scopes: list[dict] = [{}]
         self.helpers: set[str] = set()
 
@@ -488,15 +512,18 @@ class KernelPrinter:
         x = self.name_of(expr.x)
         axes = sorted((list(expr.x.dims).index(a) for a in expr.axes), reverse=True)
         if expr.kind in ("max", "min") and expr.x.dtype.startswith(("float", "bfloat")) and expr.propagate_nan:
-            # tl.max/tl.min drop NaN; torch.amax/amin propagate it: one reduction whose combine
-            # propagates NaN (max.NaN on the GPU), not a second reduction looking for NaN
+            # tl.max/tl.min drop NaN; torch.amax/amin propagate it: on the GPU one reduction whose
+            # combine propagates NaN (max.NaN), not a second reduction looking for NaN
             return self._reduced(f"nan_{expr.kind}", x, axes)
         return self._reduced(expr.kind, x, axes)
 
     def _reduced(self, kind: str, text: str, axes: list[int]) -> str:
-        combine = _COMBINED_REDUCTIONS.get(kind)
+        combine, helper = _COMBINED_REDUCTIONS.get(kind), _NAN_REDUCTIONS.get(kind)
         for axis in axes:
-            if combine is not None:
+            if helper is not None:
+                self.helpers.update(helper)
+                text = f"{helper[0]}({text}, {axis})"
+            elif combine is not None:
                 self.helpers.add(combine)
                 text = f"tl.reduce({text}, {axis}, {combine})"
             else:
@@ -513,7 +540,7 @@ class KernelPrinter:
         if expr.precision == "bf16":  # float32_matmul_precision="medium": bf16 operands, fp32 accumulation
             a, b = f"{a}.to(tl.bfloat16)", f"{b}.to(tl.bfloat16)"
         if "bfloat16" in (expr.a.dtype, expr.b.dtype) or expr.precision == "bf16":
-            self.helpers.add("_dot_operand")
+            self.helpers.update(("_dot_operand", "_UPCAST_DOT_OPERANDS"))
             a, b = f"_dot_operand({a})", f"_dot_operand({b})"
         a_mk = a if expr.a.dims == (expr.m, expr.k) else f"tl.trans({a})"
         b_kn = b if expr.b.dims == (expr.k, expr.n) else f"tl.trans({b})"

@@ -26,7 +26,7 @@ from . import runtime_support, torch_op_support
 from .backward_link import BackwardLink, backward_literal
 from .configs import config_space
 from .descriptors import DescriptorPlan, plan_descriptors
-from .emit_kernel import HELPERS, emit_kernel, emit_select_combine
+from .emit_kernel import CONSTANTS, HELPERS, emit_kernel, emit_select_combine
 from .hardware_model import summarize
 from .persistent import persistent_support_text
 from .source import Source
@@ -295,11 +295,17 @@ def _kernels(program: TileProgram, plans: dict[str, DescriptorPlan], src: Source
             kernels.line()
             kernels.line()
             helpers |= emit_kernel(kernel, kernels, plans[kernel.name])
-    for name in sorted(helpers):
+    for name in sorted(helpers - set(CONSTANTS)):
         src.line()
         src.line()
         src.lines(HELPERS[name])
     src.lines(kernels.text())
+    constants = sorted(helpers & set(CONSTANTS))
+    if constants:
+        src.line()
+        src.line()
+    for name in constants:
+        src.lines(CONSTANTS[name])
 
 
 def _run_function(program: TileProgram, src: Source) -> None:

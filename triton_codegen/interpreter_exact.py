@@ -7,10 +7,11 @@ numpy and by the instruction Triton's NVIDIA backend lowers it to:
 
 - exactly rounded on both: `+ - *` of fp16/fp32/fp64 (`add.rn`, `mul.rn`; numpy rounds each op,
   float16 through float32, which double-rounds innocuously), integer arithmetic, comparisons,
-  `min`/`max` (`min.NaN.f32`, `max.f32`: selections), floor, ceil, trunc, round (`cvt.rmi`),
+  `min`/`max` (`min.NaN.f32`, `max.NaN.f32`: selections), floor, ceil, trunc, round (`cvt.rmi`),
   abs, isnan, copysign (bit operations), selections, casts between fp16, fp32, fp64 and the integers
   (`cvt.rn`, `cvt.rzi` against numpy's astype), and `/` and sqrt in float64 (`div.rn.f64`);
-- order-free reductions: max and min (numpy's nanmax, the GPU's tree: a selection in any order),
+- order-free reductions: max and min (numpy's max in the interpreter, the GPU's tree of max.NaN: a
+  selection in any order),
   integer sums, products and scans (two's complement wraps alike in any order), arg-max/arg-min
   selections, and tl.dot of integer operands;
 - only when no product is contracted into a sum: a deterministic kernel launches with
@@ -145,7 +146,8 @@ def _fold(node: Reduce | Scan) -> str:
     what = "scan" if isinstance(node, Scan) else "reduction"
     if node.kind in ORDER_FREE_KINDS or not _is_float(node.x.dtype):
         return ""
-    order = f"np.cum{node.kind}'s sequential order" if isinstance(node, Scan) else f"np.{node.kind}'s (pairwise) order"
+    scan = isinstance(node, Scan)
+    order = f"np.cum{node.kind}'s sequential order" if scan else f"the interpreter's {node.kind} order"
     return f"a {node.x.dtype} {node.kind} {what}: {order} against Triton's tree"
 
 

@@ -3,8 +3,11 @@
 at the store. Checked against TVM's llvm build in the interpreter and compiled for sm_90/sm_80."""
 
 import pytest
+import torch
 from helpers import compile_and_check
 from tvm.script import tirx as T
+
+from triton_codegen import compile
 
 
 @T.prim_func(s_tir=True)
@@ -15,6 +18,17 @@ def row_product(A: T.Buffer((67, 45), "float32"), P: T.Buffer((67,), "float32"))
             with T.init():
                 P[vi] = T.float32(1)
             P[vi] = P[vi] * (T.float32(1) + T.tanh(A[vi, vk]) * T.float32(0.25))
+
+
+@T.prim_func(s_tir=True)
+def direct_product(A: T.Buffer((11, 1037), "float32"), P: T.Buffer((11,), "float32")):
+    # the loaded term itself: a tail lane filled with 0 (a sum's fill) would zero every product
+    for i, k in T.grid(11, 1037):
+        with T.sblock("product"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                P[vi] = T.float32(1)
+            P[vi] = P[vi] * A[vi, vk]
 
 
 @T.prim_func(s_tir=True)
@@ -54,3 +68,14 @@ def test_a_product_is_pinned_under_deterministic():
     # a float product depends on the order of its fold, like a sum: its tiles are pinned
     kernel = compile_and_check(row_product, aot=False, deterministic=True)
     assert "reduction" in {why for _, _, why in kernel.program.kernels[0].pins}
+
+
+@pytest.mark.interpreter
+def test_the_tail_lanes_of_a_product_are_ones():
+    # terms near 1 (random data's product of 1037 terms underflows to 0 either way): a tail lane
+    # filled with a sum's 0 would zero every row
+    kernel = compile(direct_product, verify=False)
+    a = 1 + 0.01 * torch.randn(11, 1037, generator=torch.Generator().manual_seed(0))
+    out = torch.empty(11)
+    kernel(a, out, interpret=True)
+    torch.testing.assert_close(out.double(), torch.prod(a.double(), dim=1), rtol=1e-4, atol=0)

@@ -276,6 +276,26 @@ def product(X: T.Buffer((4, 3), "float64"), Y: T.Buffer((4,), "float64")):
             Y[vi] = Y[vi] * T.tanh(X[vi, vk])
 
 
+@T.prim_func(s_tir=True)
+def product_from(X: T.Buffer((4, 3), "float64"), B: T.Buffer((4,), "float64"), Y: T.Buffer((4,), "float64")):
+    for i, k in T.grid(4, 3):
+        with T.sblock("prod"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                Y[vi] = B[vi]
+            Y[vi] = Y[vi] * X[vi, vk]
+
+
+def test_a_product_whose_init_reads_a_buffer_differentiates():
+    # the init's variables are the nest's own (build.nest substitutes them, as it does the value's)
+    x = torch.tensor([[0.5, -1.25, 2.0], [0.75, 0.0, -1.5], [0.0, 1.0, 0.0], [-0.3, 0.9, 1.7]], dtype=torch.float64)
+    b = torch.tensor([1.5, -2.0, 0.5, 3.0], dtype=torch.float64)
+    grad = torch.tensor([1.0, 0.5, -1.0, 2.0], dtype=torch.float64)
+    ours = llvm_gradients(product_from, ["X"], {"X": x, "B": b}, {"Y": grad})
+    (expected, _) = torch_gradients(lambda a, c: c * torch.prod(a, dim=1), [x, b], grad)
+    torch.testing.assert_close(ours["X"], expected, rtol=1e-12, atol=1e-12)
+
+
 def test_a_product_reduction_follows_torch_prod_at_zeros():
     # rows without a zero, with one zero, with two (torch.prod's gradient: the product of the others)
     x = torch.tensor([[0.5, -1.25, 2.0], [0.75, 0.0, -1.5], [0.0, 1.0, 0.0], [-0.3, 0.9, 1.7]], dtype=torch.float64)

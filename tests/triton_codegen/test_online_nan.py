@@ -13,7 +13,7 @@ from attention import make_attention
 from softmax import make_softmax
 
 
-NAN_CHECK = ", _tir_maximum)"   # the row maximum through tl.reduce with tl.maximum(..., propagate_nan=ALL)
+NAN_CHECK = "_tir_nan_max("   # the row maximum through the helper: on the GPU tl.reduce with max.NaN
 
 
 def _pointer_kernel(source: str, name: str) -> str:

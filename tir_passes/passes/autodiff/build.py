@@ -54,7 +54,8 @@ def nest(name: str, iter_vars: list, reduce_handles: set, value, indices, target
     reduces = any(iv.iter_type == tirx.IterVar.CommReduce for iv in fresh)
     init_store = None
     if reduces:
-        init_store = tirx.BufferStore(target, init if init is not None else tirx.const(0.0, target.dtype), indices)
+        start = substitute(init, mapping) if init is not None else tirx.const(0.0, target.dtype)
+        init_store = tirx.BufferStore(target, start, indices)
         value = fold(tirx.BufferLoad(target, indices), value)
     block = s_tir.SBlock(iter_vars=fresh, reads=[], writes=[], name_hint=name,
                          body=tirx.BufferStore(target, value, indices), init=init_store)

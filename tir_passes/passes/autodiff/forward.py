@@ -173,8 +173,9 @@ def _scan(block: s_tir.SBlock, store: tirx.BufferStore, where: str):
     """(SCAN, the element summed in at each position, the IterVar walked) of a running sum."""
     forms = [form for form in (scan_form(block, iv) for iv in block.iter_vars) if form is not None]
     if not forms:
-        raise NotDifferentiableError(f"{where}: reads {store.buffer.name}, which it writes (an in-place update): "
-                                     "the adjoint needs the values it overwrites")
+        raise NotDifferentiableError(f"{where}: reads {store.buffer.name}, which it writes (an in-place update, or "
+                                     "a recurrence that is not a scan along one axis): the adjoint needs the "
+                                     "values it overwrites")
     form = forms[0]
     if form.combiner != SUM:
         raise NotDifferentiableError(f"{where}: a {form.combiner} scan; of the scans only running sums (cumsum) are "
