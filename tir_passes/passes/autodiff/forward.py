@@ -114,7 +114,8 @@ def _stores(body, where: str) -> list:
     stores = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
     for store in stores:
         if not isinstance(store, tirx.BufferStore):
-            raise NotDifferentiableError(f"{where}: the body holds a {type(store).__name__}, not only stores")
+            raise NotDifferentiableError(f"{where}: the body holds a {type(store).__name__}, not only stores (a "
+                                         "tuple reduction such as an arg-max, or lets): not differentiated")
     return stores
 
 
