@@ -18,6 +18,7 @@ from tir_passes.pipeline import default_pipeline
 from triton_codegen import compile
 from triton_codegen.aot import compile_ahead_of_time
 from triton_codegen.configs import config_space
+from triton_codegen.descriptors import plan_descriptors
 
 SHAPE = (1, 2, 21, 16)
 # a row of 21 scores (x tl.dot's 16 rows) is over it, dQ's accumulator row of 16 (x 16) is not
@@ -91,6 +92,9 @@ def test_streamed_fp16_kernels_are_fp16_dots_and_compile_for_sm90_and_sm80():
         config = config_space(tile_kernel)[0]
         for arch in AOT_ARCHS:
             compile_ahead_of_time(kernel.module_file(), tile_kernel, config, arch)
+        plan = plan_descriptors(tile_kernel)
+        if plan is not None:  # the tensor-descriptor variant runs on sm_90 only
+            compile_ahead_of_time(kernel.module_file(), tile_kernel, config, 90, plan=plan)
     assert dq.name in names
 
 
