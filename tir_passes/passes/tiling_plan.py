@@ -373,6 +373,12 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits, depth,
                                     online_kind and walk_is_masked(shape.subs, loop))
     rows, columns, plan.num_warps, plan.num_stages = sizes
+    streamed = [r for loops, r in shape.subs if contraction_operands(r.block) is not None
+                and loop_kind(loop, r) == SPATIAL and any(l.same_as(loop) for l in loops)]
+    if not online_kind and len(streamed) > 1:
+        # two tiles computed per step (dQ's S and dP) beside a 128-column accumulator: at 4 warps the model
+        # (tir-triton model) spills 400 bytes per thread at 128 x 64
+        plan.num_warps = max(plan.num_warps, 8)
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)
