@@ -5,7 +5,8 @@ as the root block's "fusion.decisions" annotation (a list of dicts, in the order
 else writes it. Readers:
 
   Tiling (tiling_plan.py)       the blocks a recompute copied (`recomputed_blocks`): a copy beside
-                                an online loop is walked in that loop's tiles
+                                an online loop is walked in that loop's tiles; the blocks a producer
+                                streams into (`streaming_blocks`): their reduction loop is walked in tiles
   the report (report/decisions) every step, its text and the bytes it saves
   the contract check            each step against the IR (verify_contract.py)
 
@@ -28,14 +29,14 @@ from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.pass_util import replace_block, root_block, static_int, with_root_block
 
 FUSION_KEY = "fusion.decisions"
-INLINE, RECOMPUTE, FUSE, MOVE, MERGE = "inline", "recompute", "fuse", "move", "merge"
-ACTIONS = (INLINE, RECOMPUTE, FUSE, MOVE, MERGE)
+INLINE, RECOMPUTE, FUSE, MOVE, MERGE, STREAM = "inline", "recompute", "fuse", "move", "merge", "stream"
+ACTIONS = (INLINE, RECOMPUTE, FUSE, MOVE, MERGE, STREAM)
 _WRITER = "LoopFusion"
 
 
 @dataclass(frozen=True)
 class FusionStep:
-    action: str                  # inline | recompute | fuse | move | merge
+    action: str                  # inline | recompute | fuse | move | merge | stream
     blocks: tuple[str, ...]      # what: the blocks inlined, recomputed, fused or moved (merged)
     into: tuple[str, ...] = ()   # for whom: the consumer (fuse), the producer nest (move, merge), the readers' nests
     buffers: tuple[str, ...] = ()    # the intermediates that no longer reach memory (taken)
@@ -62,6 +63,9 @@ class FusionStep:
             return f"inline {what} into its consumers ({self.reason}); {kept} never reaches memory: {saved}"
         if self.action == RECOMPUTE:
             return f"recompute {what} for the later readers of {kept} ({', '.join(self.copies)}): {self.reason}"
+        if self.action == STREAM:
+            return (f"stream {what} into {into}: one element per step of its reduction loop (walked in tiles); "
+                    f"{', '.join(self.buffers)} stays in registers: {saved}")
         how = {FUSE: "fuse", MOVE: "move", MERGE: "merge the nest of"}[self.action]
         if not self.buffers:   # a merge that only makes the next fusion possible (readers of one statistic)
             return f"{how} {what} into the nest of {into} over {self.depth} shared axis(es): {self.reason}"
@@ -145,3 +149,9 @@ def recomputed_blocks(func: tirx.PrimFunc) -> frozenset[str]:
     """The blocks that compute again a contraction another nest also computes (LoopFusion's recompute)."""
     return frozenset(copy for step in fusion_steps(func) if step.action == RECOMPUTE and step.taken
                      for copy in step.copies)
+
+
+def streaming_blocks(func: tirx.PrimFunc) -> frozenset[str]:
+    """The consumers a contraction was streamed into (LoopFusion's stream): the reduction loop that
+    carries the producer's axis is walked tile by tile."""
+    return frozenset(name for step in fusion_steps(func) if step.action == STREAM and step.taken for name in step.into)

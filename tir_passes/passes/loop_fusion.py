@@ -7,6 +7,10 @@ Three rewrites, with TVM's schedule where it has the primitive (so TVM checks th
      in registers and cost less to recompute than to store and load (softmax(Q·Kᵀ) with its
      output written), is copied in front of each later reader nest, unless something between
      writes what it reads; each copy then fuses like a single-reader producer.
+  1c. stream (loop_fusion_streaming.py): a contraction whose rows do not fit in registers, read
+     by a block that reduces along the axis it produces (attention backward's recomputed Q·Kᵀ in
+     its row statistics, dQ and dK/dV), moves under that reduction loop, one element per step,
+     which Tiling walks in tiles: flash attention's walk, with no online correction.
   2. fuse over shared axes: a block whose intermediates (one, or several written together, such
      as LayerNorm's two moments or an arg-max's value and index) are read by one later nest is
      moved under that nest's leading loops (compute_at), when the consumer reads exactly the
@@ -41,14 +45,15 @@ from tvm.s_tir.schedule import ScheduleError
 
 from tir_passes.errors import first_line
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
-from tir_passes.analyses.nest import (block_accesses, blocks_under, contraction_operands, loop_chain, perfect_nest,
-                                      realizes_under)
-from tir_passes.contracts.online_contract import online_rescale, online_shift
-from tir_passes.infra.pass_util import root_block, s_tir_pass, static_int, top_level_statements
+from tir_passes.analyses.nest import (blocks_under, contraction_operands, loop_chain,
+                                      perfect_nest, realizes_under)
+from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
+from tir_passes.passes.loop_fusion_streaming import identity_var as _identity_var, realize_of as _realize_of
+from tir_passes.passes.loop_fusion_streaming import shared_depth, stream_one
 from tir_passes.analyses.recompute import clobbered_inputs, reader_nests, recompute_for_readers, worth_recomputing
 from tir_passes.contracts.backend_limits import BackendLimits
-from tir_passes.contracts.fusion_record import (FUSE, INLINE, MERGE, MOVE, RECOMPUTE, FusionStep, fusion_steps,
-                                                saved_bytes, write_fusion)
+from tir_passes.contracts.fusion_record import (FUSE, INLINE, MERGE, MOVE, RECOMPUTE, FusionStep,
+                                                fusion_steps, saved_bytes, write_fusion)
 
 
 def _is_spatial(block: s_tir.SBlock) -> bool:
@@ -86,68 +91,6 @@ def inline_elementwise(sch: s_tir.Schedule, intermediates: set[str], decisions: 
             continue
         decisions.append(FusionStep(INLINE, (block.name_hint,), buffers=(written[0].name,),
                                     reason="elementwise producer", bytes_saved=saved_bytes(written[0])))
-
-
-def _identity_var(realize: s_tir.SBlockRealize, loop_var, streams: bool = False, unit: bool = False) -> tirx.Var | None:
-    """The block variable bound to exactly `loop_var`, if any: a spatial one, or with `streams` (a block of an
-    online nest, which folds its reduction axis tile by tile) a reduction one too; with `unit` (a loop of one
-    iteration) one of extent 1 bound to 0 too (TVM's compute_at binds so under a unit loop: a batch of one)."""
-    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-        bound = isinstance(value, tirx.Var) and value.same_as(loop_var)
-        at_zero = unit and isinstance(value, tirx.IntImm) and value.value == 0 and static_int(iv.dom.extent) == 1
-        if (bound or at_zero) and (iv.iter_type == tirx.IterVar.DataPar or streams):
-            return iv.var
-    return None
-
-
-def _streams(block: s_tir.SBlock) -> bool:
-    """A block of an online nest (OnlineSoftmax): a producer may move under its reduction loop,
-    computing one element of the row per iteration."""
-    return online_shift(block) is not None or online_rescale(block) is not None
-
-
-def _realize_of(sch: s_tir.Schedule, name: str) -> s_tir.SBlockRealize:
-    found: list = []
-    tvm_ffi.structural_walk(
-        sch.mod["main"].body, (s_tir.SBlockRealize, lambda r: found.append(r) if r.block.name_hint == name else None)
-    )
-    return found[0]
-
-
-def shared_depth(sch: s_tir.Schedule, producer: str, consumer: str, buf) -> tuple[int, str]:
-    """How many leading loops the consumer can share with the producer, and why not more."""
-    p_real, c_real = _realize_of(sch, producer), _realize_of(sch, consumer)
-    p_loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(producer))]
-    c_loops = [sch.get(rv) for rv in sch.get_loops(sch.get_sblock(consumer))]
-    stores = [a.node for a in block_accesses(p_real.block) if a.is_store and a.buffer.same_as(buf)]
-    if len(stores) != 1:
-        return 0, f"{producer} is not a single store to {buf.name}"
-    store = stores[0]
-    reads = _reads_of(c_real.block, buf)
-    depth, reason = 0, f"{producer} and {consumer} share no leading spatial axis"
-    for axis in range(min(len(store.indices), len(p_loops), len(c_loops))):
-        unit = static_int(p_loops[axis].extent) == 1 and static_int(c_loops[axis].extent) == 1
-        p_var = _identity_var(p_real, p_loops[axis].loop_var, unit=unit)
-        c_var = _identity_var(c_real, c_loops[axis].loop_var, _streams(c_real.block), unit=unit)
-        if p_var is None or c_var is None or not store.indices[axis].same_as(p_var):
-            break
-        mismatch = next(
-            (r for r in reads if not (isinstance(r.indices[axis], tirx.Var) and r.indices[axis].same_as(c_var))), None
-        )
-        if mismatch is not None:
-            index = ", ".join(str(i) for i in mismatch.indices)
-            reason = (
-                f"{consumer} reads {buf.name}[{index}], not the element of the shared axis it computes "
-                f"({c_var.name}): fusing would need values another program computes"
-            )
-            break
-        if not tvm_ffi.structural_equal(p_loops[axis].extent, c_loops[axis].extent):
-            reason = (
-                f"the axis has extent {p_loops[axis].extent} in {producer} but {c_loops[axis].extent} in {consumer}"
-            )
-            break
-        depth += 1
-    return (depth, "") if depth else (0, reason)
 
 
 def _row_elements(buf, depth: int) -> int | None:
@@ -255,6 +198,20 @@ def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions:
     return ""
 
 
+def _stream_contractions(sch, intermediates: set[str], decisions: list[FusionStep], limits: BackendLimits) -> None:
+    """Before fusing over shared axes (which would put the reader's epilogue under its row loops),
+    stream every contraction over the register budget into a reader that reduces along its axis."""
+    progress = True
+    while progress:
+        progress = False
+        for producer in blocks_under(sch.get(sch.get_sblock("root")).body):
+            candidate = _fusion_candidate(sch, producer, intermediates, limits)
+            if candidate.refusal == OVER_BUDGET and \
+                    not stream_one(sch, producer, candidate.consumer, decisions, limits):
+                progress = True
+                break
+
+
 def _nest_blocks(sch: s_tir.Schedule, name: str) -> list[str]:
     """The blocks of the top-level statement that holds block `name`."""
     statement = top_level_statements(sch.mod["main"])[_nest_index(sch, name)]
@@ -350,6 +307,21 @@ def _shared_row_loops(a, b) -> int:
     return depth
 
 
+def _read_at_loops(stmt, buf) -> int:
+    """How many of the nest's leading loops index `buf` where its blocks read it (axis k by loop k)."""
+    loops = loop_chain(stmt)[0]
+    depth = len(loops)
+    for realize in realizes_under(stmt):
+        bound = {iv.var: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+        for read in _reads_of(realize.block, buf):
+            k = 0
+            while k < min(len(loops), len(read.indices)) and isinstance(bound.get(read.indices[k]), tirx.Var) \
+                    and bound[read.indices[k]].same_as(loops[k].loop_var):
+                k += 1
+            depth = min(depth, k)
+    return depth
+
+
 def _merge_readers(sch: s_tir.Schedule, producer: s_tir.SBlock, decisions: list[FusionStep]) -> bool:
     """Merge the first two nests that read the producer's intermediates over their shared row loops
     (TVM's merge), when they are independent of each other and of every nest between them: the
@@ -367,7 +339,8 @@ def _merge_readers(sch: s_tir.Schedule, producer: s_tir.SBlock, decisions: list[
     if not _independent(first, second) or not all(_independent(s, n) for s in between for n in (first, second)):
         return False
     depth = _shared_row_loops(first, second)
-    if not depth:
+    at = {_read_at_loops(stmt, buf) for stmt in (first, second) for buf in _writes(producer)}
+    if not depth or len(at) != 1:  # read at different rows (dQ's rows i, dK's rows j walking i): not one nest
         return False
     names = [blocks_under(stmt)[0].name_hint for stmt in (first, second)]
     loops = [sch.get_loops(sch.get_sblock(name))[depth - 1] for name in names]
@@ -467,6 +440,7 @@ def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     inline_elementwise(sch, intermediates, decisions)
     func = _recompute_contractions(sch.mod["main"], intermediates, decisions, spec)
     sch = s_tir.Schedule(func)
+    _stream_contractions(sch, {b.name for b in root_block(func).alloc_buffers}, decisions, spec.limits)
     _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions, spec.limits)
     if not decisions:
         return func

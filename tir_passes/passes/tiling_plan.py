@@ -73,12 +73,18 @@ class FusedShape:
     chains: list[list[tirx.For]]  # the loop chains below the shared loops
 
 
-def fused_shape(stmt) -> FusedShape | None:
+def fused_shape(stmt, streaming: frozenset[str] = frozenset()) -> FusedShape | None:
     """Shared loops around a sequence of nests (perfect nests, bare blocks, or nests of such, as
     LoopFusion leaves them when it fuses at several depths), with every shared loop spatial for
-    every block; None for another shape."""
+    every block; None for another shape. A nest LoopFusion streamed a contraction into (`streaming`:
+    its blocks) shares the spatial loops above the reduction loop it streams along."""
     shared, inner = loop_chain(stmt)
-    if not shared or not isinstance(inner, tirx.SeqStmt):
+    if streaming & {realize.block.name_hint for realize, _ in block_sites(stmt)}:
+        sites = block_sites(stmt)
+        cut = next((n for n, loop in enumerate(shared)
+                    if any(loop_kind(loop, realize) != SPATIAL for realize, _ in sites)), len(shared))
+        shared, inner = shared[:cut], (shared[cut] if cut < len(shared) else inner)
+    if not shared or not isinstance(inner, (tirx.SeqStmt, tirx.For)):
         return None
     subs = [(list(loops), realize) for realize, loops in block_sites(inner)]
     if not subs:
@@ -334,10 +340,11 @@ def _fused_contraction(spec, shape: FusedShape, blocked, axis_name, deterministi
     return None
 
 
-def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | None:
+def _online_loop(shape: FusedShape, blocked, streaming: frozenset[str] = frozenset()
+                 ) -> tuple[tirx.For, str, bool] | None:
     """The loop an online nest's running maximum walks, when OnlineSoftmax's mark says it is
-    streamed (stepped in tiles); with the dtype of the sums' operands, and whether one is a
-    contraction."""
+    streamed (stepped in tiles), or the reduction loop a block LoopFusion streamed a contraction into
+    reduces along; with the dtype of the sums' operands, and whether one is a contraction."""
     online = [
         (loops, realize)
         for loops, realize in shape.subs
@@ -345,6 +352,10 @@ def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | Non
     ]
     reduce_loops = [l for loops, realize in online for l in loops if loop_kind(l, realize) == REDUCE]
     streamed = any(mark.streamed for _, realize in online if (mark := online_shift(realize.block)) is not None)
+    if not online:  # a contraction LoopFusion streamed into a plain reduction: its loop is walked the same way
+        online = [(loops, realize) for loops, realize in shape.subs if realize.block.name_hint in streaming]
+        reduce_loops = [l for loops, realize in online for l in loops if loop_kind(l, realize) == REDUCE]
+        streamed = bool(online)
     if not reduce_loops or _key(reduce_loops[0]) in blocked or not streamed:
         return None
     loop = reduce_loops[0]
@@ -367,7 +378,7 @@ def _online_loop(shape: FusedShape, blocked) -> tuple[tirx.For, str, bool] | Non
 
 
 def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, bool], plan: KernelPlan,
-                 axis_name) -> tuple[int, int]:
+                 axis_name, online_kind: bool = True) -> tuple[int, int]:
     """Tile the online loop (stepped by a serial loop) and choose the rows; returns (rows, columns)."""
     loop, dtype, contraction = online
     rows_extent, loop_extent = static_int(shape.shared[-1].extent), static_int(loop.extent)
@@ -376,9 +387,17 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     depth = max((static_int(l.extent) or 0 for loops, realize in shape.subs if contraction_operands(realize.block)
                  for l in loops if not l.same_as(loop) and not any(l.same_as(s) for s in shape.shared)), default=0)
     depth = None if plan.deterministic else depth or None   # nor does the GPU's shared memory
+    # the wide key tiles were measured for OnlineSoftmax's masked walk (one resident tile, K and V per stage); a
+    # streamed walk may keep two resident tiles (dQ's Q and dO), over the shared memory at 128 x 128 x 3 stages
     sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits, depth,
-                                    walk_is_masked(shape.subs, loop))
+                                    online_kind and walk_is_masked(shape.subs, loop))
     rows, columns, plan.num_warps, plan.num_stages = sizes
+    streamed = [r for loops, r in shape.subs if contraction_operands(r.block) is not None
+                and loop_kind(loop, r) == SPATIAL and any(l.same_as(loop) for l in loops)]
+    if not online_kind and len(streamed) > 1:
+        # two tiles computed per step (dQ's S and dP) beside a 128-column accumulator: at 4 warps the model
+        # (tir-triton model) spills 400 bytes per thread at 128 x 64
+        plan.num_warps = max(plan.num_warps, 8)
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)
@@ -386,9 +405,8 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
             columns = min(columns * rows // fewer, tile_sizes.next_power_of_two(static_int(loop.extent) or columns))
             rows, plan.num_stages = fewer, 3
     plan.tiles[_key(loop)] = TileChoice(axis_name(loop), columns, False)
-    plan.notes.append(
-        f"loop {loop.loop_var.name} walks an online softmax: tiles of {columns}, rescaled sums; {rows} rows per program"
-    )
+    walks = "an online softmax: tiles of {}, rescaled sums" if online_kind else "a streamed contraction: tiles of {}"
+    plan.notes.append(f"loop {loop.loop_var.name} walks {walks.format(columns)}; {rows} rows per program")
     return rows, columns
 
 
@@ -399,15 +417,16 @@ def _recomputes_the_row(loop: tirx.For, realize, recomputed: frozenset[str]) -> 
 
 
 def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
-                recomputed: frozenset[str] = frozenset()) -> KernelPlan:
+                recomputed: frozenset[str] = frozenset(), streaming: frozenset[str] = frozenset()) -> KernelPlan:
     plan = _fused_contraction(spec, shape, blocked, _axis_namer, deterministic)
     if plan is not None:
         return plan
     axis_name = _axis_namer()
     plan = KernelPlan([list(shape.shared)] + shape.chains, num_stages=2, deterministic=deterministic)
-    online = _online_loop(shape, blocked)
+    online = _online_loop(shape, blocked, streaming)
+    marked = any(online_shift(r.block) is not None or online_rescale(r.block) is not None for _, r in shape.subs)
     online_rows, online_columns = (
-        _plan_online(spec, shape, online, plan, axis_name) if online is not None else (None, None)
+        _plan_online(spec, shape, online, plan, axis_name, marked) if online is not None else (None, None)
     )
     shared_axes: dict[tuple, str] = {}  # (extent, (buffer, axis)) -> axis name of a whole tile
     widest = 1
@@ -536,22 +555,24 @@ def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
 
 
 def plan_kernel(
-    spec: GpuSpec, stmt, deterministic: bool = False, recomputed: frozenset[str] = frozenset()
+    spec: GpuSpec, stmt, deterministic: bool = False, recomputed: frozenset[str] = frozenset(),
+    streaming: frozenset[str] = frozenset(),
 ) -> KernelPlan:
     """The plan for one kernel statement (any shape); deterministic: with the pins of
     determinism.py (and sizes that read neither the extents of tl.dot axes nor the GPU's SM count);
-    `recomputed`: the blocks LoopFusion's record names as recomputed copies (fusion_record.recomputed_blocks)."""
+    `recomputed`: the blocks LoopFusion's record names as recomputed copies (fusion_record.recomputed_blocks);
+    `streaming`: the blocks it streamed a contraction into (fusion_record.streaming_blocks)."""
     carried = blocked_loops(stmt)
     blocked = set(carried)
     nest = perfect_nest(stmt)
     scans = scan_loops(stmt, carried) if nest is not None else {}
     for key in scans:  # a scan's dependence stays in registers: the loop needs no sync
         del carried[key]
-    shape = fused_shape(stmt) if nest is None else None
+    shape = fused_shape(stmt, streaming) if nest is None else None
     if nest is not None:
         plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans, deterministic)
     elif shape is not None:
-        plan = _plan_fused(spec, shape, blocked, deterministic, recomputed)
+        plan = _plan_fused(spec, shape, blocked, deterministic, recomputed, streaming)
     else:
         leading = loop_chain(stmt)[0]
         inner = [loop for loop in loops_under(stmt) if not any(loop.same_as(l) for l in leading)]

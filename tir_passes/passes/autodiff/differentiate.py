@@ -321,19 +321,27 @@ class _Backward:
 
 
 def narrow_operand_dtype(block: ForwardBlock) -> str | None:
-    """The operand dtype of a contraction `out += Cast(wide, a) * Cast(wide, b)` whose loads `a`, `b`
-    are both of one float dtype narrower than `out`'s (None for anything else)."""
+    """The operand dtype of a contraction `out += Cast(wide, a) * Cast(wide, b)` whose operands `a`, `b`
+    are both of one float dtype narrower than `out`'s (None for anything else): loads of that dtype, or
+    a wider load rounded to it (attention's `Cast(f32, Cast(f16, weights[i, j])) * Cast(f32, V[j, d])`)."""
     if block.kind != SUM or not isinstance(block.value, tirx.Mul):
         return None
     operands = [block.value.a, block.value.b]
-    if not all(isinstance(x, tirx.Cast) and isinstance(x.value, tvm.ir.TensorLoad) for x in operands):
+    if not all(isinstance(x, tirx.Cast) and _narrowed_load(x.value) is not None for x in operands):
         return None
     dtypes = {dtype_of(x.value) for x in operands}
     narrow = dtypes.pop() if len(dtypes) == 1 else None
     wide = block.output.dtype
     if narrow is None or not is_float(narrow) or not is_float(wide) or _bits(narrow) >= _bits(wide):
         return None
-    return narrow if _is_contraction(block, [x.value for x in operands]) else None
+    return narrow if _is_contraction(block, [_narrowed_load(x.value) for x in operands]) else None
+
+
+def _narrowed_load(expr):
+    """The load of `load` or `Cast(dtype, load)` (None for another expression)."""
+    if isinstance(expr, tirx.Cast) and isinstance(expr.value, tvm.ir.TensorLoad):
+        return expr.value
+    return expr if isinstance(expr, tvm.ir.TensorLoad) else None
 
 
 def _is_contraction(block: ForwardBlock, loads: list) -> bool:

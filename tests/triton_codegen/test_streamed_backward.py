@@ -1,0 +1,108 @@
+"""Attention's backward with rows over the register budget: LoopFusion streams each recomputed Q·Kᵀ (and
+dO·Vᵀ) tile into the row reductions and row contractions that read it (fusion step "stream"), and Tiling
+walks their key loop in tiles, flash attention's walk without the online correction (the statistics are
+inputs there). The budget is lowered so that small, odd shapes take the path the H200's long rows take;
+the kernels run in the interpreter against torch autograd and compile for sm_90/sm_80."""
+
+import torch
+
+from attention import make_attention
+from attention_forms import make_attention_normalize_first
+from helpers import AOT_ARCHS
+from test_backward_kernels import run_backward, torch_reference
+from lowering.rewrites.tile_access import with_tile_accesses
+from tir_passes import differentiate
+from tir_passes.contracts.backend_limits import BackendLimits
+from tir_passes.contracts.fusion_record import STREAM, fusion_steps
+from tir_passes.pipeline import default_pipeline
+from triton_codegen import compile
+from triton_codegen.aot import compile_ahead_of_time
+from triton_codegen.configs import config_space
+from triton_codegen.descriptors import plan_descriptors
+
+SHAPE = (1, 2, 21, 16)
+# a row of 21 scores (x tl.dot's 16 rows) is over it, dQ's accumulator row of 16 (x 16) is not
+SMALL_REGISTERS = BackendLimits(register_row_elements=300)
+
+
+def _compile(func):
+    backward = differentiate(func, ["Q", "K", "V"])
+    kernel = compile(backward, verify=False, passes=default_pipeline("H200", limits=SMALL_REGISTERS))
+    return backward, kernel
+
+
+def _streams(kernel) -> set[str]:
+    """The readers LoopFusion streamed a contraction into (its record on the tiled program)."""
+    return {reader for s in fusion_steps(kernel.tir["main"]) if s.action == STREAM and s.taken for reader in s.into}
+
+
+def _streamed_producers(kernel) -> set[str]:
+    return {b for s in fusion_steps(kernel.tir["main"]) if s.action == STREAM and s.taken for b in s.blocks}
+
+
+def _no_square_scratch(kernel, s: int) -> bool:
+    """No S x S intermediate reaches memory (the program's scratch buffers are row vectors)."""
+    scratch = [line for line in kernel.tile_ir.splitlines() if line.startswith("  scratch")]
+    return not [line for line in scratch if f"{s}, {s}]" in line]
+
+
+def _dq_kernel(kernel):
+    """The kernel that writes d_Q from a streamed reader (d_Q's contribution from the scores)."""
+    return next(k for k in kernel.program.kernels if any(b.startswith("d_Q") and b in _streams(kernel)
+                                                          for b in k.source_blocks))
+
+
+def _walking_kernels(kernel) -> list:
+    """The kernels that walk the key loop with a contraction computed per step."""
+    return [k for k in kernel.program.kernels if any(b in _streams(kernel) for b in k.source_blocks)]
+
+
+def test_streamed_attention_backward_matches_torch_autograd():
+    backward, kernel = _compile(make_attention(*SHAPE, dtype="float32"))
+    # every reader of the recomputed scores (and of dO·Vᵀ) takes its tiles one step of its reduction at a time
+    assert {"row_max", "row_sum", "weighted_sum", "d_row_max_from_weights", "d_Q_from_scores", "d_K_from_scores",
+            "d_V_from_weighted_sum"} <= _streams(kernel)
+    by_writer = {block: k for k in kernel.program.kernels for block in k.source_blocks}
+    # FlashAttention-2's dQ kernel (S = Q·Kᵀ and dP = dO·Vᵀ per key tile, dQ += dS·K) and its dK kernel (one
+    # program per key tile, walking the query tiles: the scores transposed), dV likewise
+    for reader in ("d_Q_from_scores", "d_K_from_scores"):
+        assert sum(b.startswith(("scores", "d_weights_0")) for b in by_writer[reader].source_blocks) == 2
+    assert len(by_writer["d_V_from_weighted_sum"].source_blocks) == 2
+    assert _no_square_scratch(kernel, SHAPE[2])
+    assert len(kernel.program.kernels) == 9 and kernel.tile_ir.count("= dot(") == 15
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(SHAPE, generator=generator) for _ in range(3)]
+    out, grad, expected = torch_reference(torch.nn.functional.scaled_dot_product_attention, inputs)
+    ours = run_backward(kernel, backward, ["Q", "K", "V"], inputs, grad, {"O": out})
+    for param, value in zip("QKV", expected):
+        error = ((ours[param] - value).abs().max() / value.abs().max()).item()
+        assert error <= 1e-3, f"d{param} differs from torch autograd by {error:.2e}"
+
+
+def test_streamed_fp16_kernels_are_fp16_dots_and_compile_for_sm90_and_sm80():
+    _, kernel = _compile(make_attention(*SHAPE))
+    walking = _walking_kernels(kernel)
+    dq = _dq_kernel(kernel)
+    source = kernel.source
+    assert "input_precision" not in source   # every dot of fp16 operands, fp32 accumulation
+    names = {k.name for k in walking}
+    for tile_kernel in with_tile_accesses(kernel.program).kernels:
+        if tile_kernel.name not in names:
+            continue
+        config = config_space(tile_kernel)[0]
+        for arch in AOT_ARCHS:
+            compile_ahead_of_time(kernel.module_file(), tile_kernel, config, arch)
+        plan = plan_descriptors(tile_kernel)
+        if plan is not None:  # the tensor-descriptor variant runs on sm_90 only
+            compile_ahead_of_time(kernel.module_file(), tile_kernel, config, 90, plan=plan)
+    assert dq.name in names
+
+
+def test_a_rewrite_of_the_forward_streams_the_same_readers():
+    """Normalize first (O = Σ_j (P/l)·V, its adjoints named after `probs`): the same structure, the dQ
+    kernel one pass over the keys with its two streamed tiles, no S x S intermediate in memory."""
+    _, kernel = _compile(make_attention_normalize_first(*SHAPE, dtype="float32"))
+    dq = _dq_kernel(kernel)
+    assert len(set(dq.source_blocks) & _streamed_producers(kernel)) == 2
+    assert {"row_max", "row_sum", "d_Q_from_scores", "d_K_from_scores", "d_V_from_weighted_sum"} <= _streams(kernel)
+    assert _no_square_scratch(kernel, SHAPE[2]) and len(kernel.program.kernels) == 9
