@@ -143,10 +143,10 @@ def test_no_module_imports_a_higher_layer():
     assert not against, "imports against the layers:\n" + "\n".join(against)
 
 
-# the one place for environment switches, the standalone runtime a saved module carries (and the kernel text
-# emit_kernel writes into it), and the passes' one switch (the layers keep them from importing environment.py)
+# the one place for environment switches, the standalone runtime a saved module carries (and the kernel
+# helpers' text written into it), and the passes' one switch (the layers keep them from importing environment.py)
 ENVIRONMENT_READERS = {"triton_codegen/environment.py", "triton_codegen/runtime_support.py",
-                       "triton_codegen/torch_op_support.py", "triton_codegen/emit_kernel.py",
+                       "triton_codegen/torch_op_support.py", "triton_codegen/kernel_helpers.py",
                        "tir_passes/checks/sandbox.py"}
 
 

@@ -26,7 +26,8 @@ from . import runtime_support, torch_op_support
 from .backward_link import BackwardLink, backward_literal
 from .configs import config_space
 from .descriptors import DescriptorPlan, plan_descriptors
-from .emit_kernel import CONSTANTS, HELPERS, emit_kernel, emit_select_combine
+from .emit_kernel import emit_kernel, emit_select_combine
+from .kernel_helpers import CONSTANTS, HELPERS
 from .hardware_model import summarize
 from .persistent import persistent_support_text
 from .source import Source
