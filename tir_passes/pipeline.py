@@ -6,6 +6,7 @@ Order, and why:
   CanonicalBlockOrder  independent nests in the data flow's order, not the written one (the canonical
                     forms, docs/canonical-forms.md: later passes decide on one way of writing each computation)
   CanonicalLoopOrder  the spatial loops of a nest in its output's axis order
+  CanonicalReductionOrder  its reduction loops inside them, the one nearest a read's contiguous axis innermost
   InlineElementwise elementwise intermediates inlined into their readers (split or inline: one form)
   CanonicalConstants  x / 2^k as x * 2^-k (exact), so constant factors are products
   CanonicalMasks    masks as Select with -inf (negations undone, safe if_then_else as Select)
