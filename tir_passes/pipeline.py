@@ -9,6 +9,7 @@ Order, and why:
   CanonicalReductionOrder  its reduction loops inside them, the one nearest a read's contiguous axis innermost
   InlineElementwise elementwise intermediates inlined into their readers (split or inline: one form)
   CanonicalConstants  x / 2^k as x * 2^-k (exact), so constant factors are products
+  CanonicalCasts    casts that change no value dropped (x16 widened and rounded back is x16)
   CanonicalMasks    masks as Select with -inf (negations undone, safe if_then_else as Select)
   FactorOutOfSums   factors a sum's reduction does not vary leave it: weights normalized before
                     P·V are normalized after it (the flash form), a scale inside Q·Kᵀ scales S
