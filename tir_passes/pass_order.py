@@ -23,8 +23,10 @@ DEFAULT_ORDER = (
     # the canonical forms (docs/canonical-forms.md): one way of writing each computation, before any decision
     PassEntry("CanonicalBlockOrder", "tir_passes.passes.canonical_block_order:CanonicalBlockOrder", False),
     PassEntry("CanonicalLoopOrder", "tir_passes.passes.canonical_loop_order:CanonicalLoopOrder", False),
+    PassEntry("CanonicalReductionOrder", "tir_passes.passes.canonical_reduction_order:CanonicalReductionOrder", False),
     PassEntry("InlineElementwise", "tir_passes.passes.inline_elementwise:InlineElementwise", False),
     PassEntry("CanonicalConstants", "tir_passes.passes.canonical_constants:CanonicalConstants", False),
+    PassEntry("CanonicalCasts", "tir_passes.passes.canonical_casts:CanonicalCasts", False),
     PassEntry("CanonicalMasks", "tir_passes.passes.canonical_masks:CanonicalMasks", False),
     PassEntry("FactorOutOfSums", "tir_passes.passes.factor_out_of_sums:FactorOutOfSums", False),
     PassEntry("SplitReduction", "tir_passes.passes.split_reduction:SplitReduction", True, True),

@@ -3,20 +3,20 @@
 Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
   ScalarTemporaries  a buffer one block uses as a scratch scalar (an arg-max's `better[0]`) -> a let
-  CanonicalBlockOrder  independent nests in the data flow's order, not the written one (the canonical
-                    forms, docs/canonical-forms.md: later passes decide on one way of writing each computation)
+  CanonicalBlockOrder  independent nests in the data flow's order (the canonical forms, docs/canonical-forms.md)
   CanonicalLoopOrder  the spatial loops of a nest in its output's axis order
+  CanonicalReductionOrder  its reduction loops inside them, the one nearest a read's contiguous axis innermost
   InlineElementwise elementwise intermediates inlined into their readers (split or inline: one form)
   CanonicalConstants  x / 2^k as x * 2^-k (exact), so constant factors are products
+  CanonicalCasts    casts that change no value dropped (x16 widened and rounded back is x16)
   CanonicalMasks    masks as Select with -inf (negations undone, safe if_then_else as Select)
   FactorOutOfSums   factors a sum's reduction does not vary leave it: weights normalized before
                     P·V are normalized after it (the flash form), a scale inside Q·Kᵀ scales S
   SplitReduction    a contraction whose M·N tiles leave the GPU idle -> partials over slices of
                     its reduction loop and their sum (split-K), where the model prices it cheaper;
                     before fusion, which then fuses the sum with the partials' consumer
-  OnlineSoftmax     a max and the sums of exponentials that read it -> one loop with a running
-                    maximum (flash attention's form), where that pays; before LoopFusion, which
-                    then fuses the scores into that loop
+  OnlineSoftmax     a max and the sums of exponentials that read it -> one loop with a running maximum
+                    (flash attention's form), where that pays; before LoopFusion, which fuses the scores in
   LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
                     consumer's shared loops (before the loop clean-ups: it leaves unit loops)
   SplitOnlineRows   fused online rows that leave the GPU idle -> chunks' statistics, combined, readers apart

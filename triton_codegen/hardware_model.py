@@ -1,7 +1,7 @@
 """A hardware model of generated kernels: occupancy and a roofline time, per kernel and config.
 
 It reads three things:
-- the kernel's tile summary (`summarize(program)`, emitted into every module as TILE_SUMMARY, so
+- the kernel's tile summary (`summarize(program)`, tile_summary.py, emitted into every module as TILE_SUMMARY, so
   a GPU machine without TVM has it): the grid, the tile axes, every load and store site with the
   loops around it, every tl.dot, the buffers touched, as formulas of block sizes and shape sizes;
 - the GPU spec table (tir_passes/contracts/gpu_specs.py);
@@ -32,14 +32,12 @@ GPU machine with torch and triton alone.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 from tir_passes.contracts.gemm_price import compute_seconds, persistent_saving, program_stream_seconds
 from tir_passes.contracts.gpu_specs import GpuSpec
-from tir_passes.infra.dtypes import DTYPES, element_bytes
-from triton_codegen.aot import saved_arguments
+from triton_codegen.tile_summary import OPS, dtype_bytes, summarize  # noqa: F401 - summarize: the model's input
 
 LAUNCH_SECONDS = 5e-6          # a kernel's launch, ramp-up and drain as CUDA events see it (H200: the
                                # bandwidth-bound rows of docs/benchmarks.md run 5-7 µs over their bytes)
@@ -47,12 +45,6 @@ MEMORY_LATENCY_SECONDS = 600e-9  # DRAM latency under load: Little's law sizes t
 REGISTER_LIMIT = 255           # per thread; more spills to local memory
 REGISTER_GRANULE = 256         # registers are allocated per warp in multiples of this
 SHARED_RESERVE = 1024          # bytes the driver reserves per resident program (sm_80 and later)
-
-
-
-_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-        "//": lambda a, b: a // b, "%": lambda a, b: a % b, "floordiv": lambda a, b: a // b,
-        "floormod": lambda a, b: a % b, "cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
 
 
 class UnknownValue(KeyError):
@@ -70,111 +62,7 @@ def evaluate(entry, names: dict[str, int]) -> int:
             raise UnknownValue(entry)
         return names[entry]
     op, a, b = entry
-    return _OPS[op](evaluate(a, names), evaluate(b, names))
-
-
-# --- the tile summary: what a TileProgram moves and computes, as data ------------------------------
-def summarize(program) -> dict[str, dict]:
-    """{kernel name: summary} of a TileProgram (lowering.tile_ir), plain data for the module."""
-    return {kernel.name: _summarize_kernel(program, kernel) for kernel in program.kernels}
-
-
-def _summarize_kernel(program, kernel) -> dict:
-    from lowering.tile_ir import Dot, Load, Loop, Store
-
-    sizes_of = {scalar.param: scalar.name for scalar in kernel.scalars}   # formulas use the launch's names
-    dot_axes = set()
-    accesses, dots, has_loop = [], [], False
-
-    def visit_expr(expr, trips, seen):
-        if isinstance(expr, Load) and (expr, tuple(trips)) not in seen:
-            seen.add((expr, tuple(trips)))
-            accesses.append(_access(expr.buffer, "load", expr.dtype, expr.dims, trips))
-        if isinstance(expr, Dot):
-            dot_axes.update((expr.m, expr.n, expr.k))
-            dots.append({"m": expr.m, "n": expr.n, "k": expr.k, "dtype": expr.a.dtype,
-                         "precision": expr.precision, "trips": list(trips)})
-        for child in _children(expr):
-            visit_expr(child, trips, seen)
-
-    def visit(stmts, trips, seen):
-        nonlocal has_loop
-        for stmt in stmts:
-            if isinstance(stmt, Loop):
-                has_loop = True
-                start, stop = _entry(stmt.start, sizes_of), _entry(stmt.stop, sizes_of)
-                count = stop if start == 0 else ("-", stop, start)
-                visit(stmt.body, trips + [count], set())
-                continue
-            if isinstance(stmt, Store):
-                accesses.append(_access(stmt.buffer, "store", _buffer_dtype(kernel, stmt.buffer), stmt.offset.dims,
-                                        trips))
-            for child in _children(stmt):
-                visit_expr(child, trips, seen)
-
-    visit(kernel.body, [], set())
-    dims = [{"axis": d.name, "block": d.block, "default": d.default, "extent": _entry(d.extent, sizes_of),
-             "even": d.even, "min": max(d.min_block, kernel.dot_min_block if d.name in dot_axes else 1)}
-            for d in kernel.dims]
-    summary = {"grid": [_entry(axis.count, sizes_of) for axis in kernel.grid], "dims": dims, "accesses": accesses,
-               "dots": dots,
-               "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
-               "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
-               "loops": has_loop, "arguments": saved_arguments(kernel)}
-    if kernel.persistent:   # a tile loop: the launch's programs per SM is a config setting (PROGRAMS_PER_SM)
-        summary["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
-    if kernel.pins:   # deterministic: settings the tuner keeps (search_space.py)
-        summary["pinned"] = {name: size for name, size, _ in kernel.pins}
-    return summary
-
-
-def _bytes(dtype: str) -> int:
-    return element_bytes(dtype) if dtype in DTYPES else 4
-
-
-def _access(buffer: str, kind: str, dtype: str, axes, trips) -> dict:
-    return {"buffer": buffer, "kind": kind, "bytes": _bytes(dtype), "axes": list(axes),
-            "trips": list(trips)}
-
-
-def _children(node):
-    for field in dataclasses.fields(node):
-        value = getattr(node, field.name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if dataclasses.is_dataclass(item):
-                yield item
-
-
-def _buffer_dtype(kernel, name: str) -> str:
-    return next(b.dtype for b in kernel.buffers if b.name == name)
-
-
-def _buffer(program, name: str, dtype: str) -> dict:
-    for param in program.params:
-        if param.name == name:
-            return {"bytes": _bytes(dtype), "shape": list(param.shape)}
-    for scratch in program.scratch:
-        if scratch.name == name:
-            return {"bytes": _bytes(dtype), "shape": [_entry(d) for d in scratch.shape]}
-    return {"bytes": _bytes(dtype), "shape": [None]}
-
-
-def _entry(expr, names: dict[str, str] | None = None):
-    """A scalar tile-IR expression as a formula for `evaluate` (None where it is not one), `names` its scalars'."""
-    from lowering.tile_ir import Binary, Cast, Const, Scalar
-
-    if expr is None:
-        return None
-    if isinstance(expr, Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
-        return expr.value
-    if isinstance(expr, Scalar):
-        return (names or {}).get(expr.name, expr.name)
-    if isinstance(expr, Cast):
-        return _entry(expr.x, names)
-    if isinstance(expr, Binary) and expr.op in _OPS:
-        a, b = _entry(expr.a, names), _entry(expr.b, names)
-        return (expr.op, a, b) if a is not None and b is not None else None
-    return None
+    return OPS[op](evaluate(a, names), evaluate(b, names))
 
 
 # --- resources and occupancy -------------------------------------------------------------------
@@ -198,16 +86,23 @@ def estimate_resources(kernel: dict, config: dict) -> Resources:
     registers of addressing plus one per element of the largest tile a thread holds (the tl.dot
     accumulators of one K loop together, else the widest load or store), and shared memory for
     `num_stages` copies of the operand tiles of the tl.dots of one K loop (what Triton allocates for
-    sm_90 when pointers are aligned, as torch's are). Estimates rank configs and prune those past the
-    register limit; what Triton reports after compiling decides."""
+    sm_90 when pointers are aligned, as torch's are), a tile several dots read (the summary's
+    `operands`: SwiGLU's X) once. Estimates rank configs and prune those past the register limit;
+    what Triton reports after compiling decides."""
     threads = config["num_warps"] * 32
     accumulators: dict[str, int] = {}   # dots over one K axis share its loop: their accumulators live together
     staged: dict[str, int] = {}
-    for dot in kernel["dots"]:
+    counted: set = set()
+    for index, dot in enumerate(kernel["dots"]):
         bm, bn, bk = (config[_block(kernel, dot[axis])] for axis in ("m", "n", "k"))
         accumulators[dot["k"]] = accumulators.get(dot["k"], 0) + bm * bn
-        operand_bytes = _bytes(dot["dtype"]) * (bm + bn) * bk
-        staged[dot["k"]] = staged.get(dot["k"], 0) + config["num_stages"] * operand_bytes
+        sites = dot.get("operands") or [None, None]   # a module from before `operands`: each dot its own tiles
+        for side, (site, rows) in enumerate(zip(sites, (bm, bn))):
+            key = (dot["k"], site) if site is not None else (dot["k"], "dot", index, side)
+            if key not in counted:
+                counted.add(key)
+                tile_bytes = dtype_bytes(dot["dtype"]) * rows * bk
+                staged[dot["k"]] = staged.get(dot["k"], 0) + config["num_stages"] * tile_bytes
     tiles = [_tile_elements(kernel, config, a["axes"]) for a in kernel["accesses"]]
     held = max(tiles + list(accumulators.values()) + [1])
     shared = max(staged.values(), default=0)

@@ -233,6 +233,47 @@ def division_for_product(text: str) -> str | None:
 
 def spatial_loops_reversed(text: str) -> str | None:
     """Each nest's spatial loops in reverse order (its reduction loops stay where they are)."""
+    def order(kinds: str) -> list[int]:
+        return _reversed_among(kinds, "S")
+
+    return _permute_grids(text, order)
+
+
+def reduction_loops_reversed(text: str) -> str | None:
+    """Each nest's reduction loops in reverse order (conv's `rh, rw, rc` as `rc, rw, rh`), its spatial
+    loops where they are. Exact for a max or a min; for a float sum the additions' order moves,
+    as a tiled reduction moves it anyway (the numerics check compares)."""
+    def order(kinds: str) -> list[int]:
+        return _reversed_among(kinds, "R")
+
+    return _permute_grids(text, order)
+
+
+def reduction_loops_first(text: str) -> str | None:
+    """Each nest's reduction loops outside its spatial loops (`for k, i, j` for a matmul), each
+    kind in its order. Exact: one element's reduction runs over the same values in the same order."""
+    def order(kinds: str) -> list[int]:
+        return [i for i, kind in enumerate(kinds) if kind == "R"] + [i for i, kind in enumerate(kinds) if kind == "S"]
+
+    return _permute_grids(text, order)
+
+
+def _reversed_among(kinds: str, kind: str) -> list[int]:
+    """The permutation (new position -> old index) that reverses the loops of `kind` in their slots."""
+    slots = [index for index, k in enumerate(kinds) if k == kind]
+    order = list(range(len(kinds)))
+    for position, index in zip(slots, reversed(slots)):
+        order[position] = index
+    return order
+
+
+_GRID_NEST = re.compile(r"^( *)for ([\w, ]+) in T\.grid\(([^\n]*)\):\n((?: *)with T\.sblock\([^\n]*\n *)"
+                        r"([\w, ]+) = T\.axis\.remap\(\"([SR]+)\", \[([\w, ]+)\]\)", flags=re.M)
+
+
+def _permute_grids(text: str, permutation: Callable[[str], list[int]]) -> str | None:
+    """The loops of every `T.grid` nest around one block (bound by T.axis.remap in the loops'
+    order) permuted: `permutation(kinds)` gives the new position -> old index."""
     changed = []
 
     def rewrite(match) -> str:
@@ -242,10 +283,7 @@ def spatial_loops_reversed(text: str) -> str | None:
         remapped_names = [n.strip() for n in remapped.split(",")]
         if remapped_names != loop_names or len(kinds) != len(loop_names):
             return match.group(0)
-        spatial = [index for index, kind in enumerate(kinds) if kind == "S"]
-        order = list(range(len(loop_names)))
-        for position, index in zip(spatial, reversed(spatial)):
-            order[position] = index
+        order = permutation(kinds)
         if order == list(range(len(loop_names))):
             return match.group(0)
         changed.append(True)
@@ -254,10 +292,54 @@ def spatial_loops_reversed(text: str) -> str | None:
         return (f"{indent}for {new_names} in T.grid({new_extents}):\n{body_indent}"
                 f"{bound} = T.axis.remap(\"{kinds}\", [{remapped}])")
 
-    pattern = re.compile(r"^( *)for ([\w, ]+) in T\.grid\(([^\n]*)\):\n((?: *)with T\.sblock\([^\n]*\n *)"
-                         r"([\w, ]+) = T\.axis\.remap\(\"([SR]+)\", \[([\w, ]+)\]\)", flags=re.M)
-    result = pattern.sub(rewrite, text)
+    result = _GRID_NEST.sub(rewrite, text)
     return result if changed else None
+
+
+# --- casts on a contraction's operands -------------------------------------------------------------------
+_SIXTEEN_BIT = ("float16", "bfloat16")
+_LOAD = rf"{_IDENT}\[[^\[\]\n]*\]"
+
+
+def _buffer_dtypes(text: str) -> dict[str, str]:
+    """Buffer name -> dtype, of the parameters and the allocations."""
+    found = dict(re.findall(rf"({_IDENT}): T\.Buffer\([^\n]*?\"(\w+)\"\)", text))
+    found.update(re.findall(rf"({_IDENT}) = T\.sblock_alloc_buffer\([^\n]*?\"(\w+)\"", text))
+    return found
+
+
+def operand_cast_round_trip(text: str) -> str | None:
+    """`T.Cast("float32", X[..])` of a 16-bit buffer as `T.Cast("float32", T.Cast("float16",
+    T.Cast("float32", X[..])))`: a value rounded back to the type it came from (exact)."""
+    dtypes = _buffer_dtypes(text)
+
+    def rewrite(match) -> str:
+        load = match.group(1)
+        dtype = dtypes.get(load.split("[")[0])
+        if dtype not in _SIXTEEN_BIT:
+            return match.group(0)
+        return f'T.Cast("float32", T.Cast("{dtype}", T.Cast("float32", {load})))'
+
+    result = re.sub(rf'T\.Cast\("float32", ({_LOAD})\)', rewrite, text)
+    return result if result != text else None
+
+
+def cast_on_product(text: str) -> str | None:
+    """`T.Cast("float32", A[..]) * T.Cast("float32", B[..])` of two 16-bit buffers of one dtype as
+    `T.Cast("float32", A[..] * B[..])`: the cast on the product instead of on each factor. TVM then
+    rounds each product to 16 bits; a tl.dot's products are exact in both forms (its operands are
+    the same 16-bit tiles), so the kernel is the same and within the numerics check of either."""
+    dtypes = _buffer_dtypes(text)
+
+    def rewrite(match) -> str:
+        a, b = match.group(1), match.group(2)
+        kinds = {dtypes.get(a.split("[")[0]), dtypes.get(b.split("[")[0])}
+        if len(kinds) != 1 or not kinds <= set(_SIXTEEN_BIT):
+            return match.group(0)
+        return f'T.Cast("float32", {a} * {b})'
+
+    result = re.sub(rf'T\.Cast\("float32", ({_LOAD})\) \* T\.Cast\("float32", ({_LOAD})\)', rewrite, text)
+    return result if result != text else None
 
 
 def independent_nests_swapped(text: str) -> str | None:
@@ -336,6 +418,10 @@ REWRITES: dict[str, Callable[[str], str | None]] = {
     "large_negative_mask": large_negative_mask,
     "division_for_product": division_for_product,
     "spatial_loops_reversed": spatial_loops_reversed,
+    "reduction_loops_reversed": reduction_loops_reversed,
+    "reduction_loops_first": reduction_loops_first,
+    "operand_cast_round_trip": operand_cast_round_trip,
+    "cast_on_product": cast_on_product,
     "independent_nests_swapped": independent_nests_swapped,
     "intermediate_inlined": intermediate_inlined,
 }

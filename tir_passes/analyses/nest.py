@@ -234,7 +234,7 @@ def value_dtype(expr) -> str:
     return str(expr.source.dtype) if isinstance(expr, tvm.ir.TensorLoad) else str(expr.ty.dtype)
 
 
-def _exact_widening(cast: tirx.Cast) -> bool:
+def exact_widening(cast: tirx.Cast) -> bool:
     """A cast that keeps every value: to a float type at least as wide as a float source."""
     source, target = value_dtype(cast.value), str(cast.ty.dtype)
     if source == target:
@@ -247,7 +247,7 @@ def _strip_padding(expr) -> tuple[object, tuple]:
     and the padding conditions it sits under. A rounding cast (fp32 -> fp16) is part of the value."""
     guards: tuple = ()
     while True:
-        if isinstance(expr, tirx.Cast) and _exact_widening(expr):
+        if isinstance(expr, tirx.Cast) and exact_widening(expr):
             expr = expr.value
         elif call_name(expr) == "if_then_else" and is_zero(expr.args[2]):
             guards += (expr.args[0],)

@@ -1,14 +1,22 @@
-"""The price of a tiled contraction (a GEMM): the tile size model (tir_passes/passes/tile_sizes.py)
-ranks its candidate tiles by it and the hardware model (triton_codegen/hardware_model.py) draws its
-tensor-core term and its bandwidth ceiling from the same terms, so the two never disagree on why a
-tile wins.
+"""The price of a tiled contraction (a GEMM, or a nest of several tl.dots over one K loop): the
+tile size model (tir_passes/passes/tile_sizes.py) ranks its candidate tiles by it and the hardware
+model (triton_codegen/hardware_model.py) draws its tensor-core term and its bandwidth ceiling from
+the same terms, so the two never disagree on why a tile wins.
+
+A nest (DotNest) is D dots walking one K loop, reading A distinct M×K operand tiles and B distinct
+N×K ones per step (a tile read by several dots is loaded and staged once: SwiGLU's X is D = 2,
+A = 1, B = 2) and storing O M×N tiles; one GEMM is D = A = B = O = 1.
 
     per SM    = ceil(P / SMs) programs (tiles) for the busiest SM
-    in flight = (stages − 1) × (BLOCK_M + BLOCK_N) × BLOCK_K × element bytes, per program
-    compute   = per SM × (tile flops / (tensor peak / SMs) + TILE_SECONDS) + stored bytes / copy bandwidth
-    memory    = max((operands + output) / min(copy bandwidth, resident programs × in flight / latency),
+    in flight = (stages − 1) × (A × BLOCK_M + B × BLOCK_N) × BLOCK_K × element bytes, per program
+    compute   = per SM × (D × tile flops / (tensor peak / SMs) + TILE_SECONDS) + O × stored bytes / copy bandwidth
+    memory    = max((operands + outputs) / min(copy bandwidth, resident programs × in flight / latency),
                     per SM × a program's operand bytes / min(in flight / latency, L2 bandwidth / SMs))
     seconds   = LAUNCH_SECONDS + max(memory, compute)
+
+A candidate whose D fp32 accumulators exceed ACCUMULATOR_ELEMENTS_PER_THREAD at its warps is not
+priced (accumulators_fit): it would spill. So two dots of 128×128 are priced as one 128×256 GEMM
+(the same flops, operand bytes and accumulator registers per step), and 128×256 per dot is out.
 
 TILE_SECONDS is what a tile costs beyond its tensor-core time (the pipeline's fill, the
 accumulator's drain and store), measured on the H200: on 3000×5000×1000 fp16 (2026-12-01 sweep)
@@ -37,6 +45,37 @@ TILE_SECONDS = 5.9e-6             # a tile's fixed cost on top of its tensor-cor
 PERSISTENT_SAVING_SECONDS = 0.5e-6
 CONFIDENCE = 0.1                  # the share of a price a choice must save to become a default
 WGMMA_ROWS = 64                   # rows of one warpgroup MMA: the B tile is read once per 64 rows
+# fp32 accumulator elements one thread may hold: the 128×256 tile at 8 warps (torch inductor's widest
+# Hopper GEMM tile, and the model's measured best for 4096³); more spills beside the operands' registers
+ACCUMULATOR_ELEMENTS_PER_THREAD = 128
+MAX_DOT_WARPS = 8
+
+
+@dataclass(frozen=True)
+class DotNest:
+    """The tl.dots that walk one K loop: `dots` products over `a_tiles` distinct M×K operand tiles
+    and `b_tiles` distinct N×K ones per K step (a tile several dots read is loaded and staged
+    once), storing `outputs` M×N tiles. The default is one GEMM."""
+
+    dots: int = 1
+    a_tiles: int = 1
+    b_tiles: int = 1
+    outputs: int = 1
+
+    def staged_elements(self, m: int, n: int, k: int) -> int:
+        """Operand elements one K step stages in shared memory (each distinct tile once)."""
+        return (self.a_tiles * m + self.b_tiles * n) * k
+
+    def accumulator_elements(self, m: int, n: int) -> int:
+        return self.dots * m * n
+
+
+ONE_GEMM = DotNest()
+
+
+def accumulators_fit(nest: DotNest, m: int, n: int, warps: int) -> bool:
+    """The nest's fp32 accumulators fit the registers of `warps` warps (ACCUMULATOR_ELEMENTS_PER_THREAD)."""
+    return nest.accumulator_elements(m, n) <= ACCUMULATOR_ELEMENTS_PER_THREAD * 32 * warps
 
 
 @dataclass(frozen=True)
@@ -101,29 +140,30 @@ def program_stream_seconds(spec: GpuSpec, per_sm: int, program_bytes: float, in_
     return per_sm * program_bytes / bandwidth
 
 
-def shared_bytes_per_step(tiles: GemmTiles, element_bytes: int) -> int:
-    """Shared-memory traffic of one K step: the operand tiles written once, A read once and B once
-    per WGMMA_ROWS rows of the tile (a 256-row tile reads B four times, a 128-row one twice)."""
+def shared_bytes_per_step(tiles: GemmTiles, element_bytes: int, nest: DotNest = ONE_GEMM) -> int:
+    """Shared-memory traffic of one K step: each distinct operand tile written once, and each dot
+    reading its A tile once and its B tile once per WGMMA_ROWS rows of the tile (a 256-row tile
+    reads B four times, a 128-row one twice)."""
     a, b = tiles.m * tiles.k * element_bytes, tiles.n * tiles.k * element_bytes
-    return 2 * a + b + b * max(1, tiles.m // WGMMA_ROWS)
+    return nest.a_tiles * a + nest.b_tiles * b + nest.dots * (a + b * max(1, tiles.m // WGMMA_ROWS))
 
 
 def gemm_price(spec: GpuSpec, element_bytes: int, out_bytes: int, extents: dict[str, int], tiles: GemmTiles,
-               batch: int = 1) -> GemmPrice:
-    """The model's time of C[M, N] = A[M, K]·B[K, N] at these tiles, `batch` times over (the
-    other spatial loops, program ids too)."""
+               batch: int = 1, nest: DotNest = ONE_GEMM) -> GemmPrice:
+    """The model's time of C[M, N] = A[M, K]·B[K, N] (or of the nest's dots, DotNest) at these
+    tiles, `batch` times over (the other spatial loops, program ids too)."""
     m, n, k = extents["M"], extents["N"], extents["K"]
     programs = cdiv(m, tiles.m) * cdiv(n, tiles.n) * batch
     steps = cdiv(k, tiles.k)
     per_sm = cdiv(programs, spec.multiprocessors)
-    in_flight = max(1, tiles.stages - 1) * (tiles.m + tiles.n) * tiles.k * element_bytes
-    operand_bytes = (m * k + n * k) * element_bytes * batch
-    stored = m * n * out_bytes * batch
-    program_bytes = (tiles.m + tiles.n) * tiles.k * steps * element_bytes
+    in_flight = max(1, tiles.stages - 1) * nest.staged_elements(tiles.m, tiles.n, tiles.k) * element_bytes
+    operand_bytes = nest.staged_elements(m, n, k) * element_bytes * batch
+    stored = nest.outputs * m * n * out_bytes * batch
+    program_bytes = nest.staged_elements(tiles.m, tiles.n, tiles.k) * steps * element_bytes
     memory = max((operand_bytes + stored) / stream_bandwidth(spec, programs, in_flight),
                  program_stream_seconds(spec, per_sm, program_bytes, in_flight))
-    compute = compute_seconds(spec, 2.0 * tiles.m * tiles.n * tiles.k * steps, per_sm, stored)
-    shared = float(programs * steps * shared_bytes_per_step(tiles, element_bytes))
+    compute = compute_seconds(spec, nest.dots * 2.0 * tiles.m * tiles.n * tiles.k * steps, per_sm, stored)
+    shared = float(programs * steps * shared_bytes_per_step(tiles, element_bytes, nest))
     bound = "memory" if memory > compute else "compute"
     return GemmPrice(LAUNCH_SECONDS + max(memory, compute), programs, bound, shared)
 

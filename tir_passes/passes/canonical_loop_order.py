@@ -28,12 +28,12 @@ from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_stateme
 SPATIAL = tirx.IterVar.DataPar
 
 
-def _plain_loop(loop: tirx.For) -> bool:
+def plain_loop(loop: tirx.For) -> bool:
     return (loop.kind == tirx.ForKind.SERIAL and not loop.annotations and isinstance(loop.min, tirx.IntImm)
             and loop.min.value == 0)
 
 
-def _loop_of_block_var(realize: s_tir.SBlockRealize, loops: list[tirx.For]) -> dict[int, int] | None:
+def loop_of_block_var(realize: s_tir.SBlockRealize, loops: list[tirx.For]) -> dict[int, int] | None:
     """block variable handle -> index of the loop it is bound to, when the binding is one to one."""
     found: dict[int, int] = {}
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
@@ -47,9 +47,9 @@ def _loop_of_block_var(realize: s_tir.SBlockRealize, loops: list[tirx.For]) -> d
 def canonical_order(loops: list[tirx.For], realize: s_tir.SBlockRealize) -> list[int] | None:
     """The permutation of `loops` (new position -> old index), or None to leave the nest."""
     block = realize.block
-    if not all(_plain_loop(loop) for loop in loops) or not isinstance(block.body, tirx.BufferStore):
+    if not all(plain_loop(loop) for loop in loops) or not isinstance(block.body, tirx.BufferStore):
         return None
-    loop_of = _loop_of_block_var(realize, loops)
+    loop_of = loop_of_block_var(realize, loops)
     if loop_of is None:
         return None
     spatial_slots = sorted(loop_of[iv.var.__chandle__()] for iv in block.iter_vars if iv.iter_type == SPATIAL)
@@ -66,12 +66,12 @@ def canonical_order(loops: list[tirx.For], realize: s_tir.SBlockRealize) -> list
     return order
 
 
-def _reordered(stmt):
+def _reordered(stmt, order_of):
     nest = perfect_nest(stmt)
     if nest is None:
         return stmt
     loops, realize = nest
-    order = canonical_order(loops, realize)
+    order = order_of(loops, realize)
     if order is None or order == list(range(len(loops))):
         return stmt
     body = realize
@@ -82,13 +82,19 @@ def _reordered(stmt):
     return body
 
 
-def canonical_loop_order(func: tirx.PrimFunc) -> tirx.PrimFunc:
+def reorder_nests(func: tirx.PrimFunc, order_of) -> tirx.PrimFunc:
+    """Every top-level perfect nest's loops permuted by `order_of(loops, realize)` (new position ->
+    old index; None leaves the nest); the block and its bindings unchanged."""
     statements = top_level_statements(func)
-    reordered = [_reordered(stmt) for stmt in statements]
+    reordered = [_reordered(stmt, order_of) for stmt in statements]
     if all(new.same_as(old) for new, old in zip(reordered, statements)):
         return func
     body = reordered[0] if len(reordered) == 1 else tirx.SeqStmt(reordered)
     return with_root_block(func, replace_block(root_block(func), body=body))
+
+
+def canonical_loop_order(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    return reorder_nests(func, canonical_order)
 
 
 def CanonicalLoopOrder():

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tir_passes.contracts.gemm_price import GemmTiles, gemm_price
+from tir_passes.contracts.gemm_price import MAX_DOT_WARPS, ONE_GEMM, DotNest, GemmTiles, accumulators_fit, gemm_price
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.analyses.nest import next_power_of_two, power_of_two_floor
 from tir_passes.infra.dtypes import element_bytes
@@ -35,54 +35,59 @@ ROW_ELEMENTS_PER_PROGRAM = 4096
 UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
 
 
-def contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1,
+def contraction_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest = ONE_GEMM,
                       batch: int = 1, out_bytes: int = 4) -> dict[str, int]:
     """{"M", "N", "K"} block sizes of a tl.dot over operands of `dtype` (contraction_tiles)."""
-    tiles = contraction_tiles(spec, dtype, extents, dots, batch, out_bytes)
+    tiles = contraction_tiles(spec, dtype, extents, nest, batch, out_bytes)
     return {"M": tiles.m, "N": tiles.n, "K": tiles.k}
 
 
-def base_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1) -> dict[str, int]:
+def base_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest = ONE_GEMM) -> dict[str, int]:
     """128/128/64 for 16-bit data and 64/64/32 for fp32, each at least tl.dot's minimum and at most
-    the extent's next power of two, BLOCK_K halved until the pipelined operand tiles fit; `dots`
-    contractions share the K loop (SwiGLU's two projections), each staging its operand tiles."""
+    the extent's next power of two; for a nest of several dots (SwiGLU's two projections) the wider
+    of BLOCK_M and BLOCK_N halved until their accumulators fit MAX_DOT_WARPS warps' registers; then
+    BLOCK_K halved until the pipelined operand tiles fit, each distinct tile staged once."""
     elt, limits = element_bytes(dtype), spec.limits
     sizes = {"M": 128, "N": 128, "K": 64} if elt <= 2 else {"M": 64, "N": 64, "K": 32}
     for axis, size in sizes.items():
         extent = extents.get(axis)
         if extent is not None:
             sizes[axis] = max(limits.dot_min_block, min(size, next_power_of_two(extent)))
-    while not _fits(spec, elt, sizes, PIPELINE_STAGES, dots) and sizes["K"] > limits.dot_min_block:
+    while not accumulators_fit(nest, sizes["M"], sizes["N"], MAX_DOT_WARPS) and \
+            max(sizes["M"], sizes["N"]) > limits.dot_min_block:
+        sizes["N" if sizes["N"] >= sizes["M"] else "M"] //= 2
+    while not _fits(spec, elt, sizes, PIPELINE_STAGES, nest) and sizes["K"] > limits.dot_min_block:
         sizes["K"] //= 2
     return sizes
 
 
-def _fits(spec: GpuSpec, elt: int, sizes: dict[str, int], stages: int, dots: int, extra_bytes: int = 0) -> bool:
-    staged = stages * dots * (sizes["M"] + sizes["N"]) * sizes["K"] * elt
+def _fits(spec: GpuSpec, elt: int, sizes: dict[str, int], stages: int, nest: DotNest, extra_bytes: int = 0) -> bool:
+    staged = stages * nest.staged_elements(sizes["M"], sizes["N"], sizes["K"]) * elt
     return staged + extra_bytes <= spec.shared_memory_per_block
 
 
-def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int = 1,
+def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest = ONE_GEMM,
                       batch: int = 1, out_bytes: int = 4) -> GemmTiles:
     """The base tiles, or the candidate the GEMM price (contracts/gemm_price.py) finds cheaper:
     wide tiles (candidates_wide) or, where the tiles are fewer than the SMs, narrow ones
     (candidates_filling). Symbolic extents (and deterministic kernels, which pass none) keep the
     base. Ties go to the one with less shared-memory traffic; the base stays unless the best is
-    CONFIDENCE cheaper (tiny contractions, all launch, keep their tiles)."""
+    CONFIDENCE cheaper (tiny contractions, all launch, keep their tiles). A nest of several dots
+    (DotNest) is priced as a whole: its dots' flops, its distinct operand tiles, its accumulators."""
     elt = element_bytes(dtype)
-    sizes = base_sizes(spec, dtype, extents, dots)
-    base = GemmTiles(sizes["M"], sizes["N"], sizes["K"], PIPELINE_STAGES, contraction_warps(sizes))
+    sizes = base_sizes(spec, dtype, extents, nest)
+    base = GemmTiles(sizes["M"], sizes["N"], sizes["K"], PIPELINE_STAGES, contraction_warps(sizes, nest))
     if any(extents.get(axis) is None for axis in ("M", "N", "K")):
         return base
     static = {axis: int(extents[axis]) for axis in ("M", "N", "K")}
-    candidates = [base] + candidates_wide(spec, elt, static, base, dots, out_bytes) + \
-        candidates_filling(spec, elt, static, base, dots, batch)
-    prices = [gemm_price(spec, elt, out_bytes, static, tiles, batch) for tiles in candidates]
+    candidates = [base] + candidates_wide(spec, elt, static, base, nest, out_bytes) + \
+        candidates_filling(spec, elt, static, base, nest, batch)
+    prices = [gemm_price(spec, elt, out_bytes, static, tiles, batch, nest) for tiles in candidates]
     best = min(range(len(candidates)), key=lambda i: (round(prices[i].seconds, 9), prices[i].shared_bytes, i))
     return candidates[best] if prices[best].seconds < (1 - CONFIDENCE) * prices[0].seconds else base
 
 
-def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles, dots: int,
+def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles, nest: DotNest = ONE_GEMM,
                     out_bytes: int = 4) -> list[GemmTiles]:
     """128×256 and 256×128 tiles of 16-bit data where the extents hold them and the stages fit, on
     GPUs whose tensor cores read both operands from shared memory (sm_90's wgmma: the 128×256 fp32
@@ -91,7 +96,8 @@ def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: Gemm
     with the same shape. Where the tiles do not divide the extents the launcher runs the
     descriptor variant, which also stages the output tile: a wide tile is a candidate there only
     if that fits too (3000×5000×1000 into fp32 needs 278,552 bytes of 232,448; its pointer fallback
-    ran 183 µs against 104 at 128×128 with descriptors, H200 2026-12-02)."""
+    ran 183 µs against 104 at 128×128 with descriptors, H200 2026-12-02). Only where the nest's
+    accumulators fit 8 warps: two dots of 128×256 would hold 256 fp32 values a thread."""
     if elt > 2 or spec.compute_capability < 90 or (base.m, base.n) != (128, 128):
         return []
     found = []
@@ -100,13 +106,14 @@ def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: Gemm
         divides = extents["M"] % m == 0 and extents["N"] % n == 0 and extents["K"] % base.k == 0
         staged_output = 0 if divides else m * n * out_bytes
         if next_power_of_two(extents["M"]) >= m and next_power_of_two(extents["N"]) >= n and \
-                _fits(spec, elt, sizes, PIPELINE_STAGES, dots, staged_output):
+                accumulators_fit(nest, m, n, MAX_DOT_WARPS) and \
+                _fits(spec, elt, sizes, PIPELINE_STAGES, nest, staged_output):
             found.append(GemmTiles(m, n, base.k, PIPELINE_STAGES, 8))
     return found
 
 
-def candidates_filling(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles, dots: int,
-                       batch: int) -> list[GemmTiles]:
+def candidates_filling(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles,
+                       nest: DotNest = ONE_GEMM, batch: int = 1) -> list[GemmTiles]:
     """Where the base tiles are fewer than the SMs (a GEMV-like shape such as a decode step's
     linear layer): the wider of the M and N tiles halved, one step at a time, down to tl.dot's
     minimum and while the tiles still fit one wave, each with K steps of FILL_BLOCK_K and
@@ -125,35 +132,41 @@ def candidates_filling(spec: GpuSpec, elt: int, extents: dict[str, int], base: G
             break
         m, n = m2, n2
         stages, block_k = FILL_STAGES, k
-        while not _fits(spec, elt, {"M": m, "N": n, "K": block_k}, stages, dots) and block_k > base.k:
+        while not _fits(spec, elt, {"M": m, "N": n, "K": block_k}, stages, nest) and block_k > base.k:
             block_k //= 2
-        found.append(GemmTiles(m, n, block_k, stages, 4))
+        found.append(GemmTiles(m, n, block_k, stages, contraction_warps({"M": m, "N": n}, nest, 4)))
     if found or k == base.k:
         return found
     return [GemmTiles(base.m, base.n, k, FILL_STAGES, base.warps)] if \
-        _fits(spec, elt, {"M": base.m, "N": base.n, "K": k}, FILL_STAGES, dots) else []
+        _fits(spec, elt, {"M": base.m, "N": base.n, "K": k}, FILL_STAGES, nest) else []
 
 
-def tile_notes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], dots: int, tiles: GemmTiles,
+def tile_notes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest, tiles: GemmTiles,
                batch: int, out_bytes: int) -> list[str]:
     """Why a contraction's tiles are not the base ones, with the GEMM price of both (the dump's
     decision lines); nothing when they are."""
-    base = base_sizes(spec, dtype, extents, dots)
+    base = base_sizes(spec, dtype, extents, nest)
     if (base["M"], base["N"], base["K"]) == (tiles.m, tiles.n, tiles.k):
         return []
     static = {axis: int(extents[axis]) for axis in ("M", "N", "K")}
     elt = element_bytes(dtype)
     was = gemm_price(spec, elt, out_bytes, static,
-                     GemmTiles(base["M"], base["N"], base["K"], PIPELINE_STAGES, contraction_warps(base)), batch)
-    now = gemm_price(spec, elt, out_bytes, static, tiles, batch)
+                     GemmTiles(base["M"], base["N"], base["K"], PIPELINE_STAGES, contraction_warps(base, nest)), batch,
+                     nest)
+    now = gemm_price(spec, elt, out_bytes, static, tiles, batch, nest)
     why = "fill the GPU" if was.programs < spec.multiprocessors else "fewer, wider tiles"
     return [f"contraction tiles {tiles.m}x{tiles.n}x{tiles.k}, {tiles.stages} stages, {tiles.warps} warps "
             f"({why}: {now.programs} programs, {now.seconds * 1e6:.1f} us by the GEMM price) instead of "
             f"{base['M']}x{base['N']}x{base['K']} ({was.programs} programs, {was.seconds * 1e6:.1f} us) on {spec.name}"]
 
 
-def contraction_warps(sizes: dict[str, int]) -> int:
-    return 8 if sizes["M"] * sizes["N"] >= 128 * 128 else 4
+def contraction_warps(sizes: dict[str, int], nest: DotNest = ONE_GEMM, small: int = 4) -> int:
+    """8 warps (two warpgroups) once the nest's accumulators reach a 128×128 tile's (two dots of
+    128×64 hold as many as one of 128×128), else `small`; never fewer than its accumulators need."""
+    warps = MAX_DOT_WARPS if nest.accumulator_elements(sizes["M"], sizes["N"]) >= 128 * 128 else small
+    while warps < MAX_DOT_WARPS and not accumulators_fit(nest, sizes["M"], sizes["N"], warps):
+        warps *= 2
+    return warps
 
 
 def transposed_size(extent: int | None) -> int:
@@ -303,7 +316,7 @@ def split_price(spec: GpuSpec, dtype: str, out_bytes: int, extents: dict[str, in
     elt = element_bytes(dtype)
     m, n = extents["M"], extents["N"]
     sliced = {"M": m, "N": n, "K": -(-extents["K"] // splits)}
-    tiles = contraction_tiles(spec, dtype, sliced, 1, batch * splits, 4 if splits > 1 else out_bytes)
+    tiles = contraction_tiles(spec, dtype, sliced, ONE_GEMM, batch * splits, 4 if splits > 1 else out_bytes)
     price = gemm_price(spec, elt, 4 if splits > 1 else out_bytes, sliced, tiles, batch * splits)
     seconds = price.seconds
     if splits > 1:

@@ -30,6 +30,7 @@ from tvm import s_tir, tirx
 from tir_passes.analyses.columns import column_loop, reduces_down_columns
 from tir_passes.passes import tile_sizes
 from tir_passes.analyses.dependence import carried_dependences
+from tir_passes.analyses.dot_nest import dot_nest
 from tir_passes.analyses.masked_walk import walk_is_masked
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
 from tir_passes.contracts.backend_limits import BackendLimits
@@ -208,16 +209,16 @@ def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name, determi
     if m is None or n is None or k is None:
         return None
     extents = {} if deterministic else {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
-    dots = sum(1 for r in realizes_under(k.body) if contraction_operands(r.block) is not None)
+    nest = dot_nest(m, k)   # the contractions sharing the K loop, priced as one (SwiGLU's two projections)
     taken = set(blocked) | {_key(m), _key(n), _key(k)}  # the other spatial loops: programs beside the M·N tiles
     batch = math.prod(static_int(x.extent) or 1 for x in loops
                       if _key(x) not in taken and loop_kind(x, realize) == SPATIAL)
     dtype, out_bytes = operands_dtype(a, b), element_bytes(_store_dtype(realize))
-    tiles = tile_sizes.contraction_tiles(spec, dtype, extents, dots, batch, out_bytes)
+    tiles = tile_sizes.contraction_tiles(spec, dtype, extents, nest, batch, out_bytes)
     plan = KernelPlan([list(loops)], num_warps=tiles.warps, num_stages=tiles.stages, group_m=8)
     for loop, role, size in ((m, "M", tiles.m), (n, "N", tiles.n), (k, "K", tiles.k)):
         plan.tiles[_key(loop)] = TileChoice(axis_name(loop), size, False, f"BLOCK_{role}")
-    plan.notes += tile_sizes.tile_notes(spec, dtype, extents, dots, tiles, batch, out_bytes)
+    plan.notes += tile_sizes.tile_notes(spec, dtype, extents, nest, tiles, batch, out_bytes)
     return plan
 
 

@@ -1,0 +1,139 @@
+"""The tile summary of a TileProgram (lowering.tile_ir): what each kernel moves and computes, as
+plain data emitted into every module (TILE_SUMMARY) for the hardware model (hardware_model.py) and
+the tuner on a GPU machine without TVM: the grid, the tile axes, every load and store site with
+the loops around it, every tl.dot with the load sites of its operands, the buffers touched, as
+formulas of block sizes and shape sizes (evaluated by hardware_model.evaluate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tir_passes.infra.dtypes import DTYPES, element_bytes
+from triton_codegen.aot import saved_arguments
+
+
+# the operators of a formula (hardware_model.evaluate applies them)
+OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+        "//": lambda a, b: a // b, "%": lambda a, b: a % b, "floordiv": lambda a, b: a // b,
+        "floormod": lambda a, b: a % b, "cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
+
+
+def summarize(program) -> dict[str, dict]:
+    """{kernel name: summary} of a TileProgram (lowering.tile_ir), plain data for the module."""
+    return {kernel.name: _summarize_kernel(program, kernel) for kernel in program.kernels}
+
+
+def _summarize_kernel(program, kernel) -> dict:
+    from lowering.tile_ir import Dot, Load, Loop, Store
+
+    sizes_of = {scalar.param: scalar.name for scalar in kernel.scalars}   # formulas use the launch's names
+    dot_axes = set()
+    accesses, dots, has_loop = [], [], False
+    load_sites: dict = {}      # (load, trips) -> its index in accesses
+    dot_operands: list = []    # per dot: the (load, trips) of its a and b operands (None: computed in registers)
+
+    def visit_expr(expr, trips, seen):
+        if isinstance(expr, Load) and (expr, tuple(trips)) not in seen:
+            seen.add((expr, tuple(trips)))
+            load_sites.setdefault((expr, tuple(trips)), len(accesses))
+            accesses.append(_access(expr.buffer, "load", expr.dtype, expr.dims, trips))
+        if isinstance(expr, Dot):
+            dot_axes.update((expr.m, expr.n, expr.k))
+            dots.append({"m": expr.m, "n": expr.n, "k": expr.k, "dtype": expr.a.dtype,
+                         "precision": expr.precision, "trips": list(trips)})
+            dot_operands.append([_operand_load(side, trips) for side in (expr.a, expr.b)])
+        for child in _children(expr):
+            visit_expr(child, trips, seen)
+
+    def visit(stmts, trips, seen):
+        nonlocal has_loop
+        for stmt in stmts:
+            if isinstance(stmt, Loop):
+                has_loop = True
+                start, stop = _entry(stmt.start, sizes_of), _entry(stmt.stop, sizes_of)
+                count = stop if start == 0 else ("-", stop, start)
+                visit(stmt.body, trips + [count], set())
+                continue
+            if isinstance(stmt, Store):
+                accesses.append(_access(stmt.buffer, "store", _buffer_dtype(kernel, stmt.buffer), stmt.offset.dims,
+                                        trips))
+            for child in _children(stmt):
+                visit_expr(child, trips, seen)
+
+    visit(kernel.body, [], set())
+    for dot, operands in zip(dots, dot_operands):   # the load sites it reads: a tile two dots read is staged once
+        dot["operands"] = [load_sites.get(site) for site in operands]
+    dims = [{"axis": d.name, "block": d.block, "default": d.default, "extent": _entry(d.extent, sizes_of),
+             "even": d.even, "min": max(d.min_block, kernel.dot_min_block if d.name in dot_axes else 1)}
+            for d in kernel.dims]
+    summary = {"grid": [_entry(axis.count, sizes_of) for axis in kernel.grid], "dims": dims, "accesses": accesses,
+               "dots": dots,
+               "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
+               "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
+               "loops": has_loop, "arguments": saved_arguments(kernel)}
+    if kernel.persistent:   # a tile loop: the launch's programs per SM is a config setting (PROGRAMS_PER_SM)
+        summary["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
+    if kernel.pins:   # deterministic: settings the tuner keeps (search_space.py)
+        summary["pinned"] = {name: size for name, size, _ in kernel.pins}
+    return summary
+
+
+def _operand_load(expr, trips) -> tuple | None:
+    """The load a tl.dot operand reads (under transposes and casts), keyed as load_sites is."""
+    from lowering.tile_ir import Load
+
+    if isinstance(expr, Load):
+        return (expr, tuple(trips))
+    children = list(_children(expr))
+    return _operand_load(children[0], trips) if len(children) == 1 else None
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of an element of `dtype`; 4 for a dtype the table lacks (an index, a boolean mask)."""
+    return element_bytes(dtype) if dtype in DTYPES else 4
+
+
+def _access(buffer: str, kind: str, dtype: str, axes, trips) -> dict:
+    return {"buffer": buffer, "kind": kind, "bytes": dtype_bytes(dtype), "axes": list(axes),
+            "trips": list(trips)}
+
+
+def _children(node):
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if dataclasses.is_dataclass(item):
+                yield item
+
+
+def _buffer_dtype(kernel, name: str) -> str:
+    return next(b.dtype for b in kernel.buffers if b.name == name)
+
+
+def _buffer(program, name: str, dtype: str) -> dict:
+    for param in program.params:
+        if param.name == name:
+            return {"bytes": dtype_bytes(dtype), "shape": list(param.shape)}
+    for scratch in program.scratch:
+        if scratch.name == name:
+            return {"bytes": dtype_bytes(dtype), "shape": [_entry(d) for d in scratch.shape]}
+    return {"bytes": dtype_bytes(dtype), "shape": [None]}
+
+
+def _entry(expr, names: dict[str, str] | None = None):
+    """A scalar tile-IR expression as a formula for `evaluate` (None where it is not one), `names` its scalars'."""
+    from lowering.tile_ir import Binary, Cast, Const, Scalar
+
+    if expr is None:
+        return None
+    if isinstance(expr, Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+        return expr.value
+    if isinstance(expr, Scalar):
+        return (names or {}).get(expr.name, expr.name)
+    if isinstance(expr, Cast):
+        return _entry(expr.x, names)
+    if isinstance(expr, Binary) and expr.op in OPS:
+        a, b = _entry(expr.a, names), _entry(expr.b, names)
+        return (expr.op, a, b) if a is not None and b is not None else None
+    return None
