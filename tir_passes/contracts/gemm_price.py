@@ -76,6 +76,14 @@ ONE_GEMM = DotNest()
 def accumulators_fit(nest: DotNest, m: int, n: int, warps: int) -> bool:
     """The nest's fp32 accumulators fit the registers of `warps` warps (ACCUMULATOR_ELEMENTS_PER_THREAD)."""
     return nest.accumulator_elements(m, n) <= ACCUMULATOR_ELEMENTS_PER_THREAD * 32 * warps
+# How a plain contraction's `_tma` variant (tiles that do not divide: triton_codegen/descriptors.py)
+# stores its output tile: "pointers" (masked stores straight from the accumulator's registers) or
+# "descriptors" (a TMA store, which stages the whole output tile in shared memory beside the
+# pipeline's operand stages). Read by the descriptor plan and by the tile size model, which counts
+# the staged tile against shared memory. Pointers, measured on the H200 (2026-11-30 sweep,
+# 3000×5000×1000 fp16 into fp32): descriptor loads with masked pointer stores ran 128×256 tiles in
+# 77.9 µs, where the staged fp32 tile (128 KB) leaves no room for 3 stages and 128×128 ran 103.
+CONTRACTION_OUTPUT_STORE = "pointers"
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,13 @@ def gemm_price(spec: GpuSpec, element_bytes: int, out_bytes: int, extents: dict[
     shared = float(programs * steps * shared_bytes_per_step(tiles, element_bytes, nest))
     bound = "memory" if memory > compute else "compute"
     return GemmPrice(LAUNCH_SECONDS + max(memory, compute), programs, bound, shared)
+
+
+def staged_output_bytes(m: int, n: int, out_bytes: int, divides: bool) -> int:
+    """Shared memory the output tile of an m×n contraction tile takes beside its operand stages:
+    only the descriptor variant stages it, which runs where the tiles do not divide, and only when
+    CONTRACTION_OUTPUT_STORE is "descriptors"."""
+    return 0 if divides or CONTRACTION_OUTPUT_STORE == "pointers" else m * n * out_bytes
 
 
 def persistent_saving(per_sm: int) -> float:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tir_passes.contracts.gemm_price import MAX_DOT_WARPS, ONE_GEMM, DotNest, GemmTiles, accumulators_fit, gemm_price
+from tir_passes.contracts.gemm_price import (MAX_DOT_WARPS, ONE_GEMM, DotNest, GemmTiles, accumulators_fit, gemm_price,
+                                             staged_output_bytes)
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.analyses.nest import next_power_of_two, power_of_two_floor
 from tir_passes.infra.dtypes import element_bytes
@@ -30,6 +31,10 @@ TRANSPOSE_TILE = 64
 PIPELINE_STAGES = 3
 FILL_BLOCK_K = 128   # K steps of a contraction narrowed to fill the GPU (H200 decode probes: 128-deep steps)
 FILL_STAGES = 4      # and its stages: the loads of a memory-bound loop in flight (the same probes)
+# stages of the wide sm_90 tiles where they fit: on the H200 (2026-12-02, gemm_tiles_gpu.py) 128×256×64
+# ran 4096³ in 199.0 µs at 4 stages against 205.2 at 3, 8192×11008×4096 in 1087.9 against 1101.7
+# (256×128×64 at 4: 1049.5), and 3000×5000×1000 with pointer stores 79.0 against 77.9 (2026-12-01)
+WIDE_STAGES = 4
 CONFIDENCE = 0.1     # the share of the base's price another tile must save to replace it
 ROW_ELEMENTS_PER_PROGRAM = 4096
 UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
@@ -89,26 +94,31 @@ def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None],
 
 def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles, nest: DotNest = ONE_GEMM,
                     out_bytes: int = 4) -> list[GemmTiles]:
-    """128×256 and 256×128 tiles of 16-bit data where the extents hold them and the stages fit, on
+    """128×256 and 256×128 tiles of 16-bit data where the extents hold them and the stages fit
+    (WIDE_STAGES where they fit, else PIPELINE_STAGES), on
     GPUs whose tensor cores read both operands from shared memory (sm_90's wgmma: the 128×256 fp32
     accumulator is the only large register tile). Learnt from the H200 sweeps (docs/benchmarks.md):
     128×256 tiles ran 4096³ in 197 µs against 210 at 128×128; torch inductor's Hopper configs lead
     with the same shape. Where the tiles do not divide the extents the launcher runs the
-    descriptor variant, which also stages the output tile: a wide tile is a candidate there only
-    if that fits too (3000×5000×1000 into fp32 needs 278,552 bytes of 232,448; its pointer fallback
-    ran 183 µs against 104 at 128×128 with descriptors, H200 2026-12-02). Only where the nest's
-    accumulators fit 8 warps: two dots of 128×256 would hold 256 fp32 values a thread."""
+    descriptor variant; where that variant stages the output tile (gemm_price.staged_output_bytes)
+    a wide tile is a candidate only if the tile fits too (3000×5000×1000 into fp32 needed 278,552
+    bytes of 232,448; its pointer fallback ran 183 µs against 104 at 128×128, H200 2026-12-02).
+    Only where the nest's accumulators fit 8 warps: two dots of 128×256 would hold 256 fp32 values
+    a thread."""
     if elt > 2 or spec.compute_capability < 90 or (base.m, base.n) != (128, 128):
         return []
     found = []
     for m, n in ((128, 256), (256, 128)):
         sizes = {"M": m, "N": n, "K": base.k}
         divides = extents["M"] % m == 0 and extents["N"] % n == 0 and extents["K"] % base.k == 0
-        staged_output = 0 if divides else m * n * out_bytes
-        if next_power_of_two(extents["M"]) >= m and next_power_of_two(extents["N"]) >= n and \
-                accumulators_fit(nest, m, n, MAX_DOT_WARPS) and \
-                _fits(spec, elt, sizes, PIPELINE_STAGES, nest, staged_output):
-            found.append(GemmTiles(m, n, base.k, PIPELINE_STAGES, 8))
+        staged_output = staged_output_bytes(m, n, out_bytes, divides)
+        if next_power_of_two(extents["M"]) < m or next_power_of_two(extents["N"]) < n or \
+                not accumulators_fit(nest, m, n, MAX_DOT_WARPS):
+            continue
+        stages = next((s for s in (WIDE_STAGES, PIPELINE_STAGES) if _fits(spec, elt, sizes, s, nest, staged_output)),
+                      None)
+        if stages is not None:
+            found.append(GemmTiles(m, n, base.k, stages, 8))
     return found
 
 
