@@ -22,7 +22,7 @@ import pprint
 from lowering.rewrites.tile_access import with_tile_accesses
 from lowering.tile_ir import Binary, Const, Expr, Scalar, TileKernel, TileProgram
 
-from . import runtime_support, torch_op_support
+from . import launch_replay, runtime_support, torch_op_support
 from .backward_link import BackwardLink, backward_literal
 from .configs import config_space
 from .descriptors import DescriptorPlan, plan_descriptors
@@ -36,6 +36,7 @@ from .writeback import configs_source
 VERSION = "0.1.0"
 _BEGIN, _END = "# --- tir-triton runtime support: begin ---", "# --- tir-triton runtime support: end ---"
 _TORCH_BEGIN, _TORCH_END = "# --- tir-triton torch op support: begin ---", "# --- tir-triton torch op support: end ---"
+_REPLAY_BEGIN, _REPLAY_END = "# --- tir-triton launch replay: begin ---", "# --- tir-triton launch replay: end ---"
 
 
 def runtime_support_text() -> str:
@@ -46,6 +47,11 @@ def runtime_support_text() -> str:
 def torch_op_support_text() -> str:
     text = inspect.getsource(torch_op_support)
     return text[text.index(_TORCH_BEGIN):text.index(_TORCH_END) + len(_TORCH_END)]
+
+
+def launch_replay_text() -> str:
+    text = inspect.getsource(launch_replay)
+    return text[text.index(_REPLAY_BEGIN):text.index(_REPLAY_END) + len(_REPLAY_END)]
 
 
 def python_scalar(expr: Expr, blocks: set[str], scalars: dict[str, str] | None = None) -> str:
@@ -227,6 +233,7 @@ def emit_module(program: TileProgram, backward: BackwardLink | None = None) -> s
     src.line("import math")
     src.line("import numbers")
     src.line("import os")
+    src.line("import threading")
     src.line()
     src.line("import torch")
     src.line("import triton")
@@ -255,6 +262,9 @@ def emit_module(program: TileProgram, backward: BackwardLink | None = None) -> s
     src.line()
     src.line()
     src.lines(torch_op_support_text())
+    src.line()
+    src.line()
+    src.lines(launch_replay_text())
     for kernel in program.kernels:
         src.line()
         src.line()
@@ -316,9 +326,8 @@ def _run_function(program: TileProgram, src: Source) -> None:
             f'"""{signature}: compute `{program.name}`; checks every argument, then launches '
             f'{len(program.kernels)} kernel(s)."""'
         )
-        src.line("t, s = _prepare(args, kwargs)")
-        with src.block("for name, launch in LAUNCHERS:"):
-            src.line("launch(t, s, CONFIGS[name][CHOSEN[name]])")
+        src.line("# checks the arguments, then launches; a call keyed like an earlier one replays its launches")
+        src.line("run_launches(args, kwargs, _prepare, LAUNCHERS, CONFIGS, CHOSEN)")
 
 
 def _tune_function(src: Source) -> None:

@@ -241,7 +241,7 @@ _REMEMBERED = 64  # argument signatures whose checks passed, kept per cache (the
 def _metadata(value):
     """What the checks read of an argument, or None when it must be checked every call."""
     if type(value) is torch.Tensor:
-        return (value.data_ptr(), value.dtype, value.device, tuple(value.shape), value.stride(), value.requires_grad)
+        return (value.data_ptr(), value.dtype, value.device, value.shape, value.stride(), value.requires_grad)
     if type(value) in (int, bool):
         return (type(value), value)
     if type(value) is float:  # -0.0 == 0.0, but a kernel may tell them apart (1 / x)

@@ -29,13 +29,15 @@ import os
 
 import torch
 
+from .launch_replay import recorded
 from .runtime_support import (_INTERPRETED, _TORCH_DTYPES, LaunchError, _expected_device_type, check_arguments,
                               shape_text, shape_value)
 
 # --- tir-triton torch op support: begin ---
 def launch_directly(kernel):
-    """How run() and tune() launch a kernel; the op on a GPU passes torch.library.wrap_triton instead."""
-    return kernel
+    """How run() and tune() launch a kernel; the op on a GPU passes torch.library.wrap_triton instead.
+    While run() records its launches (launch_replay.py), a stand-in that launches and records."""
+    return recorded(kernel)
 
 
 def register_torch_op(qualname, params, outputs, prepare, launchers, configs, chosen):

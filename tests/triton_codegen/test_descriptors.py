@@ -55,8 +55,7 @@ def threshold(X: T.Buffer((32, 48), "float32"), Y: T.Buffer((32, 48), "bool")):
 
 # sizes whose rows are multiples of 16 bytes, so the descriptor variant runs; tiles do not divide them
 ALIGNED = {
-    "matmul": (make_matmul(67, 48, 40), {"A": ("A", ("BLOCK_M", "BLOCK_K")), "B": ("B", ("BLOCK_K", "BLOCK_N")),
-                                         "C": ("C", ("BLOCK_M", "BLOCK_N"))}),
+    "matmul": (make_matmul(67, 48, 40), {"A": ("A", ("BLOCK_M", "BLOCK_K")), "B": ("B", ("BLOCK_K", "BLOCK_N"))}),
     "batch_matmul": (make_batch_matmul(3, 37, 32, 24), {"A": ("A", (None, "BLOCK_M", "BLOCK_K"))}),
     "transpose": (make_transpose(36, 44), {"B": ("B", ("BLOCK_J", "BLOCK_I"))}),
     "lower_triangle": (lower_triangle, {"X": ("X", ("BLOCK_I", "BLOCK_J"))}),
@@ -84,14 +83,32 @@ def test_both_variants_match_tvm_in_the_interpreter(name, monkeypatch):
     assert all(ran.startswith("pointers: descriptors switched off") for ran in module.VARIANTS_RUN.values())
 
 
-def test_the_variant_loads_and_stores_through_descriptors():
+def test_the_variant_loads_through_descriptors_and_stores_a_contraction_through_pointers():
+    """A plain contraction's output tile is stored with masked pointer stores from registers: a TMA
+    store would stage it in shared memory beside the operand stages (gemm_price.CONTRACTION_OUTPUT_STORE)."""
     kernel = compile(make_matmul(67, 45, 33), verify=False)
     variant = kernel.source[kernel.source.index("def matmul_kernel0_tma("):kernel.source.index("\nCONFIGS = ")]
     assert "A_desc.load([(i_0 * BLOCK_M), (k_0 * BLOCK_K)])" in variant
     # B's buffer axes are (k, j); the kernel holds the tile as (j, k)
     assert "B_tile = tl.trans(B_desc.load([(k_0 * BLOCK_K), (j_0 * BLOCK_N)]))" in variant
-    assert "C_desc.store([(i_0 * BLOCK_M), (j_0 * BLOCK_N)], acc_C_1)" in variant
-    assert "tl.load(" not in variant and "tl.store(" not in variant
+    assert "tl.load(" not in variant and "C_desc" not in variant
+    assert "tl.store(C_ptr + " in variant and "mask=mask_i[:, None] & mask_j[None, :]" in variant
+    _, plan = _plan(kernel)
+    assert plan.stores == "pointers" and [d.buffer for d in plan.descriptors] == ["A", "B"]
+
+
+def test_stores_stay_on_descriptors_outside_plain_contractions(monkeypatch):
+    """A transpose stores through its descriptor; attention (a contraction reading another's
+    result) keeps its output's; a plain contraction too when the switch says descriptors."""
+    from tir_passes.contracts import gemm_price
+
+    _, plan = _plan(compile(make_transpose(36, 44), verify=False))
+    assert plan.stores == "descriptors" and "B" in [d.buffer for d in plan.descriptors]
+    _, plan = _plan(compile(make_attention(1, 2, 64, 16), verify=False))
+    assert plan.stores == "descriptors" and "O" in [d.buffer for d in plan.descriptors]
+    monkeypatch.setattr(gemm_price, "CONTRACTION_OUTPUT_STORE", "descriptors")
+    kernel = compile(make_matmul(67, 45, 33), verify=False)
+    assert "C_desc.store([(i_0 * BLOCK_M), (j_0 * BLOCK_N)], acc_C_1)" in kernel.source
 
 
 def test_a_predicate_masks_the_loaded_tile_and_keeps_its_store_on_pointers():
@@ -119,7 +136,10 @@ def test_variants_compile_ahead_of_time():
     config = config_space(tile_kernel)[0]
     variant = compile_ahead_of_time(kernel.module_file(), tile_kernel, config, 90, plan=plan)
     pointers = compile_ahead_of_time(kernel.module_file(), tile_kernel, config, 90)
-    assert variant.kernel == "matmul_kernel0_tma" and variant.tma_copies >= 3  # A, B and C at least
+    assert variant.kernel == "matmul_kernel0_tma" and variant.tma_copies >= 2  # A and B at least
+    # the size model's tiles for it on sm_90 (128×256, 4 stages) fit with the output stored through pointers
+    assert (config["BLOCK_M"], config["BLOCK_N"], config["num_stages"]) == (128, 256, 4)
+    assert variant.shared_bytes is not None and variant.shared_bytes <= 232448
     assert pointers.tma_copies == 0
     assert compile_ahead_of_time(kernel.module_file(), tile_kernel, config, 80).tma_copies == 0
 
