@@ -82,7 +82,8 @@ def accumulators_fit(nest: DotNest, m: int, n: int, warps: int) -> bool:
 # pipeline's operand stages). Read by the descriptor plan and by the tile size model, which counts
 # the staged tile against shared memory. Pointers, measured on the H200 (2026-11-30 sweep,
 # 3000×5000×1000 fp16 into fp32): descriptor loads with masked pointer stores ran 128×256 tiles in
-# 77.9 µs, where the staged fp32 tile (128 KB) leaves no room for 3 stages and 128×128 ran 103.
+# 77.9 µs, where the staged fp32 tile (128 KB) leaves no room for 3 stages and 128×128 ran 103; as the
+# default (128×256, 4 stages: benchmarks/gemm_misses_gpu.py, 2026-12-02) 74.2 µs against 104.6 before.
 CONTRACTION_OUTPUT_STORE = "pointers"
 
 
