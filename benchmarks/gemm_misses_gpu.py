@@ -14,6 +14,11 @@ the relative error against float64 of every variant, and per case "host" rows: m
 of run(), of the module's launcher alone, of a bare `kernel[grid](...)` with the same arguments and
 of Triton's compiled kernel launched directly (`CompiledKernel[grid]`, past JITFunction.run), each
 timed as 2000 back-to-back calls then one synchronize (host-bound for small kernels).
+
+The run of 2026-12-02 (benchmarks/results/2026-12-02-h200-gemm-misses.json, made before the
+CompiledKernel row existed) also timed wide tiles on the decode step: configs outside that
+kernel's contract (its 16-row tiles divide, so its loads and stores carry no row masks; 256-row
+blocks read and write past the tensors), hence their infinite errors. It no longer times them.
 """
 
 import contextlib
