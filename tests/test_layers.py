@@ -35,8 +35,8 @@ LAYERS = [
 # What runs where TVM is not installed: the tuner, the hardware model, the loader, the torch-op support.
 TVM_FREE = [
     "triton_codegen.environment", "triton_codegen.loader", "triton_codegen.runtime_support",
-    "triton_codegen.torch_op_support", "triton_codegen.hardware_model", "triton_codegen.tile_summary",
-    "triton_codegen.model_report",
+    "triton_codegen.torch_op_support", "triton_codegen.launch_replay", "triton_codegen.hardware_model",
+    "triton_codegen.tile_summary", "triton_codegen.model_report",
     "triton_codegen.tuner", "triton_codegen.tuning", "triton_codegen.tuning_cache", "triton_codegen.search_space",
     "triton_codegen.gpu_timing", "triton_codegen.writeback", "tir_passes.contracts.gpu_specs",
     "tir_passes.contracts.gemm_price",

@@ -4,7 +4,8 @@ below them what run() needs: data, configs, runtime support, launchers, `tune(..
 
 The module imports only the standard library, torch, triton and triton.language. Argument checks,
 benchmarking and PyTorch registration are hand-written (runtime_support.py, whose docstring says
-what a launch accepts, and torch_op_support.py) and copied in; the generated part is data (PARAMS,
+what a launch accepts, torch_op_support.py, and launch_replay.py, run()'s replay of a repeated
+call's launches) and copied in; the generated part is data (PARAMS,
 OUTPUTS, CONFIGS), the combine functions of selection reductions, the kernels and one short launch
 function per kernel (which takes the kernel wrapper: direct, or torch.library.wrap_triton for the
 op on a GPU). `run` and `tune` take the PrimFunc's parameters by position or by name; a launch

@@ -11,8 +11,9 @@ must stand alone, reads TRITON_INTERPRET itself).
 
 The last is read by `tir_passes/checks/sandbox.py`: the passes sit below `triton_codegen` and
 cannot import this module. No other module reads `os.environ` (tests/test_layers.py checks it),
-except what a saved module carries standalone: `runtime_support.py` and `torch_op_support.py`
-(copied into every module) and the line of generated kernel source `emit_kernel.py` writes.
+except what a saved module carries standalone: `runtime_support.py`, `torch_op_support.py` and
+`launch_replay.py` (copied into every module; the last reads none) and the line of generated
+kernel source `emit_kernel.py` writes.
 """
 
 from __future__ import annotations
