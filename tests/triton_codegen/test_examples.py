@@ -73,7 +73,7 @@ def test_saved_module_imports_only_torch_and_triton(tmp_path):
 
     source = compile(make_matmul(67, 45, 33), verify=False).source
     imports = sorted({line.split()[1] for line in source.splitlines() if line.startswith(("import ", "from "))})
-    assert imports == ["math", "numbers", "os", "torch", "triton", "triton.language"]
+    assert imports == ["math", "numbers", "os", "threading", "torch", "triton", "triton.language"]   # stdlib, torch, triton
     assert 'def run(*args, **kwargs):\n    """run(A, B, C): compute' in source  # by position or name
 
 
