@@ -290,7 +290,7 @@ class KernelLowering:
         carries = self.scans.open_for_loop(self, loop)
         start = (plan.first or Const(0, "int32")) if plan.partner_of else self.lower_scalar(loop.min)
         stop = plan.count if plan.partner_of else fold_binary("+", start, plan.count, "int32", ())
-        segments, entered = [(start, stop, None)], (static_int(loop.extent) or 0) > 0
+        segments, entered = [(start, stop, None)], self._entered(loop)
         if plan.first is not None:  # a windowed walk: its bounds named, as the TileWindow says them
             first, last = window_names(plan.name)
             start = start if isinstance(start, Const) else self._named_bound(first, start)
@@ -310,6 +310,12 @@ class KernelLowering:
         self.reductions.close(self, opened)
         self.scans.close(carries)
         self._sync_if_pending()
+
+    def _entered(self, loop: tirx.For) -> bool:
+        """Every program runs `loop`: a positive extent, constant or proven from the grid's ranges
+        (causal attention's key loop is `i_0 // 16 + 1` after Tiling)."""
+        extent = static_int(loop.extent)
+        return extent > 0 if extent is not None else bool(self.scope.analyzer.can_prove(loop.extent > 0))
 
     def _window_segments(self, loop: tirx.For, plan, start, stop) -> list[tuple]:
         """A windowed walk as up to three loops over its tiles: those the window's masks cut (the

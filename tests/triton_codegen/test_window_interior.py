@@ -2,6 +2,8 @@
 the window for every row of the row tile run without the mask (causal attention: all but the
 diagonal tiles), the cut ones keep it. test_tile_window checks the numerics at every block size."""
 
+import pytest
+
 from triton_codegen import compile
 
 from attention import make_attention
@@ -29,3 +31,23 @@ def test_a_band_has_cut_tiles_on_both_sides():
     assert after.startswith("j_0_past, j_0_stop)")
     band = ")[:, None] <= j"   # the band's mask: (i - 3) <= j and j <= i + 3 (j renamed per loop)
     assert all(band in cut for cut in (before, after)) and band not in inside
+
+
+def _query_reads(source: str) -> tuple[int, int]:
+    """(query-tile reads before the first key loop, inside the key loops) over every kernel variant."""
+    before = inside = 0
+    for kernel in source.split("@triton.jit\n")[1:]:
+        head, _, loops = kernel.partition("    for j_0 in ")
+        before += head.count("Q_desc.load(") + head.count("tl.load(Q_ptr")
+        inside += loops.count("Q_desc.load(") + loops.count("tl.load(Q_ptr")
+    return before, inside
+
+
+@pytest.mark.parametrize("form", ["example", "banded"])
+def test_q_is_read_once_where_the_key_loop_extent_depends_on_the_row_tile(form):
+    """With more than one key tile, Tiling bounds the TIR key loop by the row tile (`i_0 // 16 + 1`):
+    no constant, but positive in every program, so the walk is entered and Q is read before it
+    (it was read every key tile, in both segments, when only constant extents counted)."""
+    func = (make_attention(1, 2, 2048, 16, causal=True) if form == "example"
+            else make_banded_attention(2048, 16, -2048, 0))
+    assert _query_reads(compile(func, verify=False).source) == (2, 0)   # pointers and descriptors
