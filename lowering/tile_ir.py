@@ -292,6 +292,7 @@ class GridAxis:
 
     var: str
     count: Expr  # a scalar expression of scalar arguments and block sizes
+    longest_first: bool = False   # programs take its tiles last-first (tile_contract.KernelTile.longest_first)
 
 
 @dataclass(frozen=True)

@@ -659,11 +659,19 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter, pid: str) ->
     else:
         remaining = pid
     for axis, count in zip(reversed(axes[1:]), reversed(counts[1:])):
-        src.line(f"{axis.var} = {remaining} % ({count})")
+        src.line(_walked(axis, count, f"{remaining} % ({count})"))
         src.line(f"{remaining} = {remaining} // ({count})" if remaining != pid else f"{rest} = {pid} // ({count})")
         remaining = rest
     if axes:
-        src.line(f"{axes[0].var} = {remaining}")
+        src.line(_walked(axes[0], counts[0], remaining))
+
+
+def _walked(axis, count: str, index: str) -> str:
+    """A grid axis's tile from its launch index: the last tile first where later tiles walk more
+    (the longest programs start first and the short ones fill the tail)."""
+    if not axis.longest_first:
+        return f"{axis.var} = {index}"
+    return f"{axis.var} = (({count}) - 1) - {index}  # later tiles walk more: they launch first"
 
 
 def emit_select_combine(combine: SelectCombine, src: Source) -> None:

@@ -13,6 +13,7 @@ extent and split partner is read as Tiling wrote it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import tvm
@@ -20,7 +21,7 @@ from tvm import sym, tirx
 
 from tir_passes.analyses.nest import loop_sites, unique_name
 from tir_passes.infra.names import python_name
-from tir_passes.contracts.tile_contract import GRID, TILE, ContractError, LoopTile, TileWindow, loop_tile
+from tir_passes.contracts.tile_contract import GRID, TILE, ContractError, LoopTile, TileWindow, kernel_tile, loop_tile
 from tir_passes.analyses.tile_window import Arithmetic, window_range
 
 from lowering.rules.exprs import fold_binary
@@ -88,6 +89,10 @@ def build_scope(stmt: tirx.Stmt, lower_scalar, where: str) -> tuple[KernelScope,
     names = _loop_names([loop for loop, _ in all_loops], tiles)
     for loop, _ in all_loops:
         _plan_loop(scope, loop, tiles, partners, lower_scalar, where, names)
+    record = kernel_tile(grid_loops[0]) if grid_loops else None   # the kernel's decision sits on its outer loop
+    longest = record.longest_first if record is not None else None
+    scope.grid = [dataclasses.replace(axis, longest_first=loop.loop_var.name == longest)
+                  for axis, loop in zip(scope.grid, grid_loops)]
     return scope, stmt
 
 

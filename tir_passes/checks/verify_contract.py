@@ -164,6 +164,10 @@ def _kernel_problems(stmt, params: set[str], body, limits: BackendLimits) -> lis
     problems += _dot_problems(stmt, loops, tiles, limits)
     if kernel is not None:
         problems += _storage_problems(stmt, kernel, loops, tiles)
+    grid = [loop.loop_var.name for loop, _ in loops
+            if (tile := tiles[loop.loop_var.__chandle__()]) is not None and tile.role == GRID]
+    if kernel is not None and kernel.longest_first is not None and kernel.longest_first not in grid:
+        problems.append(f"longest_first names {kernel.longest_first}, not one of the kernel's grid loops {grid}")
     return problems
 
 

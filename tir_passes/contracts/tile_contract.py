@@ -14,7 +14,8 @@ Where each decision lives (`TileDecision` fields below):
                                              and, when it steps a tile axis, the TileWindow of tiles it
                                              visits (tile_window.py)
   kernel's outer loop (or block)
-      annotation "tile.kernel"    KernelTile num_warps, num_stages, group_m, persistent, which values written and
+      annotation "tile.kernel"    KernelTile num_warps, num_stages, group_m, persistent, longest_first (a grid
+                                             loop launched last tile first), which values written and
                                              read again in the kernel stay in registers, which go
                                              through memory with a sync; deterministic kernels: the
                                              Pins (BLOCK_* or num_warps, value, why) no config changes
@@ -119,6 +120,7 @@ class KernelTile:
     pins: tuple[Pin, ...] = ()        # deterministic kernels: settings no config may change
     persistent: bool = False          # a loop over the tiles, its grid sized by the launch (persistent_record.py)
     programs_per_sm: int = 0          # a persistent kernel's default launch: programs an SM, 0 a program a tile
+    longest_first: str | None = None  # a grid loop whose later tiles walk more (a window's rows): launched last-first
 
     def pinned(self, name: str) -> Pin | None:
         return next((pin for pin in self.pins if pin.name == name), None)
@@ -226,6 +228,8 @@ def _kernel_value(kernel: KernelTile) -> dict:
         value["pins"] = [{"name": pin.name, "size": pin.size, "why": pin.why} for pin in kernel.pins]
     if kernel.persistent:
         value["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
+    if kernel.longest_first is not None:
+        value["longest_first"] = kernel.longest_first
     return value
 
 
@@ -376,6 +380,7 @@ def _kernel_from(raw, where: str) -> KernelTile:
         tuple(_text(r, where, "spilled") for r in fields.get("spilled", ())),
         tuple(_pin_from(p, where) for p in fields.get("pins", ())),
         *persistent_fields(fields.get("persistent"), group_m is not None, lambda why: ContractError(where, why)),
+        _text(fields["longest_first"], where, "longest_first") if "longest_first" in fields else None,
     )
 
 

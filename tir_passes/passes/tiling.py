@@ -262,7 +262,22 @@ def _window_walks(func: tirx.PrimFunc, stmt, index: int, decision: TileDecision)
         decision.loops[key] = dataclasses.replace(decision.loops[key], window=window)
         decision.bounds[key] = tir_window_range(window, rows_outer, rows_size, tile.size, tile.extent)
         notes.append(TileNote(index, f"kernel {index}: loop {outer.loop_var.name} {why}"))
+        notes += _longest_first(stmt, index, decision, window, rows_outer)
     return notes
+
+
+def _longest_first(stmt, index: int, decision: TileDecision, window, rows_outer) -> list[TileNote]:
+    """A window open below and bounded above (causal: keys up to the diagonal) walks more tiles for
+    later row tiles: their programs launch first, so the last wave is of short ones (FA3's
+    longest-processing-time-first order), unless a grouped grid orders the tiles (GEMM's GROUP_M)."""
+    key = next((k for loop in loops_under(stmt) if (k := loop.loop_var.__chandle__()) in decision.kernels), None)
+    rows = next((static_int(t.extent) for t in decision.loops.values()
+                 if t is not None and t.axis == window.rows and t.outer == rows_outer.loop_var.name), None)
+    open_below = window.low is None or (rows is not None and window.low <= 1 - rows)   # i + low <= 0, every row
+    if not open_below or window.high is None or key is None or decision.kernels[key].group_m is not None:
+        return []
+    decision.kernels[key] = dataclasses.replace(decision.kernels[key], longest_first=rows_outer.loop_var.name)
+    return [TileNote(index, f"kernel {index}: tiles of {rows_outer.loop_var.name} launch last first (longer walks)")]
 
 
 def Tiling(gpu: str = "H200", deterministic: bool = False, limits=None):
