@@ -70,7 +70,7 @@ def test_max_and_sums_become_one_loop_with_a_running_maximum():
                         T.reads(X[vi, vj])
                         T.writes(M[vi], M_prev[vi])
                         T.sblock_attr({"online.shift": {"previous": "M_prev", "shift": "M", "streamed": True,
-                                                         "first_finite": False}})
+                                                         "first_finite": False, "finite_init": False}})
                         with T.init():
                             M[vi] = T.float32(-3.0e38)
                             M_prev[vi] = T.float32(-3.0e38)

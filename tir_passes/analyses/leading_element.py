@@ -175,3 +175,10 @@ def _is_minus_inf(expr) -> bool:
     while isinstance(expr, tirx.Cast):
         expr = expr.value
     return isinstance(expr, tirx.FloatImm) and expr.value == float("-inf")
+
+
+def finite_constant(expr) -> bool:
+    """`expr` is a finite float constant (through casts): a maximum that starts there is never -inf."""
+    while isinstance(expr, tirx.Cast):
+        expr = expr.value
+    return isinstance(expr, tirx.FloatImm) and math.isfinite(expr.value)

@@ -58,6 +58,9 @@ class OnlineShift:
     # the first element is finite for every row that has one (analyses/leading_element.py): the
     # sums are written without the -inf restart, which the contract check then allows
     first_finite: bool = False
+    # and the maximum starts at a finite constant: with first_finite it is finite from the first
+    # element on, so the rescale exp(c*(previous - shift)) is written without its `==` guard
+    finite_init: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def online_split(block: s_tir.SBlock) -> OnlineSplit | None:
 
 def shift_value(mark: OnlineShift) -> dict:
     return {"shift": mark.shift, "previous": mark.previous, "streamed": mark.streamed,
-            "first_finite": mark.first_finite}
+            "first_finite": mark.first_finite, "finite_init": mark.finite_init}
 
 
 def rescale_value(mark: OnlineRescale) -> dict:
@@ -124,14 +127,16 @@ def online_shift(block: s_tir.SBlock) -> OnlineShift | None:
             f'annotation "{SHIFT_KEY}" needs a boolean "streamed", not {fields.get("streamed")!r}',
             "OnlineSoftmax",
         )
-    first_finite = fields.get("first_finite", False)
-    if not isinstance(first_finite, bool):
-        raise ContractError(
-            f"block {block.name_hint}",
-            f'annotation "{SHIFT_KEY}" needs a boolean "first_finite", not {first_finite!r}',
-            "OnlineSoftmax",
-        )
-    return OnlineShift(str(fields["shift"]), str(fields["previous"]), bool(fields["streamed"]), first_finite)
+    flags = {name: fields.get(name, False) for name in ("first_finite", "finite_init")}
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ContractError(
+                f"block {block.name_hint}", f'annotation "{SHIFT_KEY}" needs a boolean "{name}", not {flag!r}',
+                "OnlineSoftmax",
+            )
+    if flags["finite_init"] and not flags["first_finite"]:
+        raise ContractError(f"block {block.name_hint}", "finite_init needs first_finite", "OnlineSoftmax")
+    return OnlineShift(str(fields["shift"]), str(fields["previous"]), bool(fields["streamed"]), **flags)
 
 
 def online_rescale(block: s_tir.SBlock) -> OnlineRescale | None:

@@ -59,7 +59,7 @@ from tir_passes.analyses.nest import blocks_under, call_name, is_self_load, is_z
 from tir_passes.infra.pass_util import static_int
 from tir_passes.contracts.online_contract import DECISIONS_KEY, RESCALE_KEY, SHIFT_KEY, OnlineRescale, OnlineShift
 from tir_passes.contracts.online_contract import rescale_value, shift_value
-from tir_passes.analyses.leading_element import first_element_finite
+from tir_passes.analyses.leading_element import finite_constant, first_element_finite
 from tir_passes.analyses.recompute import worth_recomputing
 from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, top_level_statements, with_root_block
 
@@ -449,13 +449,13 @@ def _loop_name(nest_loops: list[tirx.For], realize, iv: tirx.IterVar) -> str:
     return next(loop.loop_var.name for loop in nest_loops if loop.loop_var.same_as(value))
 
 
-def _shift_block(mx: MaxNest, previous, buffers: dict, first_finite: bool) -> s_tir.SBlock:
+def _shift_block(mx: MaxNest, previous, buffers: dict, first_finite: bool, finite_init: bool) -> s_tir.SBlock:
     block = mx.realize.block
     store, init = block.body, block.init
     remember = tirx.BufferStore(previous, tirx.BufferLoad(mx.buffer, list(store.indices)), list(store.indices))
     start = tirx.BufferStore(previous, init.value, list(store.indices))
     # every reason _worth_it takes a group for is a reason to walk the row in tiles: the mark says so to Tiling
-    mark = OnlineShift(mx.buffer.name, previous.name, streamed=True, first_finite=first_finite)
+    mark = OnlineShift(mx.buffer.name, previous.name, True, first_finite, finite_init)
     annotations = {**dict(block.annotations), SHIFT_KEY: shift_value(mark)}
     return _with_regions(
         replace_block(
@@ -465,19 +465,22 @@ def _shift_block(mx: MaxNest, previous, buffers: dict, first_finite: bool) -> s_
     )
 
 
-def _rescaled_block(s: SumNest, mx: MaxNest, previous, buffers: dict, first_finite: bool) -> s_tir.SBlock:
+def _rescaled_block(s: SumNest, mx: MaxNest, previous, buffers: dict, first_finite: bool,
+                    finite_init: bool) -> s_tir.SBlock:
     """`Y = if_then_else(M_prev == -inf, 0, Y * F) + t`, F = exp(c*(M_prev - M)), exactly 1 when the
     maximum did not move. While the maximum is -inf every element so far was -inf, and its term
     exp(c*(-inf - -inf)) is NaN: the sum restarts from zero (those elements add nothing once the
     maximum is finite, as in the two-pass form), or stays NaN while the row has only -inf (as the
     two-pass form's exp(-inf - -inf) is NaN). So leading masked elements, a sliding window or
-    left padding, give what the input gives; with `first_finite` it never fires: not written."""
+    left padding, give what the input gives; with `first_finite` it never fires: not written. With
+    `finite_init` too (M starts finite, so with finite data it is finite from the first element on, and
+    an all-masked row keeps the finite start: exp(0)), F needs no guard: written without it."""
     block = s.realize.block
     row = [iv.var for iv in s.rows]
     before, after = tirx.BufferLoad(previous, row), tirx.BufferLoad(mx.buffer, row)
     dtype = str(mx.buffer.dtype)
     moved = tirx.exp((before - after) * tirx.const(s.rate, dtype))
-    factor = tirx.if_then_else(before == after, tirx.const(1.0, dtype), moved)
+    factor = moved if finite_init else tirx.if_then_else(before == after, tirx.const(1.0, dtype), moved)
     old = tirx.BufferLoad(s.store.buffer, list(s.store.indices))
     y_dtype = str(s.store.buffer.dtype)
     scaled = old * (factor if dtype == y_dtype else tirx.Cast(y_dtype, factor))
@@ -489,7 +492,8 @@ def _rescaled_block(s: SumNest, mx: MaxNest, previous, buffers: dict, first_fini
     return _with_regions(replace_block(block, body=body, annotations=annotations), buffers)
 
 
-def _online_nest(mx: MaxNest, sums: list[SumNest], previous, buffers: dict, first_finite: bool) -> tirx.Stmt:
+def _online_nest(mx: MaxNest, sums: list[SumNest], previous, buffers: dict, first_finite: bool,
+                 finite_init: bool) -> tirx.Stmt:
     """for rows: for j: [max block; for extras: sum block ...]"""
     row_vars = [tirx.Var(_loop_name(mx.loops, mx.realize, iv), "int32") for iv in mx.rows]
     j = tirx.Var(_loop_name(mx.loops, mx.realize, mx.axis), str(mx.axis.var.ty.dtype))
@@ -505,10 +509,11 @@ def _online_nest(mx: MaxNest, sums: list[SumNest], previous, buffers: dict, firs
                 values.append(extra_vars[iv.var.__chandle__()])
         return s_tir.SBlockRealize(values, realize.predicate, block)
 
-    body = [realize_of(mx.realize, _shift_block(mx, previous, buffers, first_finite), mx.rows, {})]
+    body = [realize_of(mx.realize, _shift_block(mx, previous, buffers, first_finite, finite_init), mx.rows, {})]
     for s in sums:
         extra_vars = {iv.var.__chandle__(): tirx.Var(_loop_name(s.loops, s.realize, iv), "int32") for iv in s.extra}
-        stmt = realize_of(s.realize, _rescaled_block(s, mx, previous, buffers, first_finite), s.rows, extra_vars)
+        rescaled = _rescaled_block(s, mx, previous, buffers, first_finite, finite_init)
+        stmt = realize_of(s.realize, rescaled, s.rows, extra_vars)
         for iv in reversed(s.extra):
             stmt = tirx.For(extra_vars[iv.var.__chandle__()], iv.dom.min, iv.dom.extent, tirx.ForKind.SERIAL, stmt)
         body.append(stmt)
@@ -518,7 +523,7 @@ def _online_nest(mx: MaxNest, sums: list[SumNest], previous, buffers: dict, firs
     return stmt
 
 
-def _rewrite(func, mx: MaxNest, sums: list[SumNest], first_finite: bool) -> tirx.PrimFunc:
+def _rewrite(func, mx: MaxNest, sums: list[SumNest], first_finite: bool, finite_init: bool) -> tirx.PrimFunc:
     root = root_block(func)
     taken = {b.name for b in root.alloc_buffers} | {p.name for p in func.params if tirx.is_buffer_var(p)}
     previous = tirx.decl_buffer(
@@ -530,7 +535,7 @@ def _rewrite(func, mx: MaxNest, sums: list[SumNest], first_finite: bool) -> tirx
     body = []
     for index, stmt in enumerate(statements):
         if index == mx.index:
-            body.append(_online_nest(mx, sums, previous, buffers, first_finite))
+            body.append(_online_nest(mx, sums, previous, buffers, first_finite, finite_init))
         elif index not in moved:
             body.append(stmt)
     allocs = []
@@ -568,7 +573,7 @@ def _try_group(func, index: int, decisions: list[str], spec: GpuSpec) -> tirx.Pr
     restart = "no restart: " if first_finite else "the sums restart where the maximum was -inf: "
     decisions.append(f"{name}: online with {summed} over {mx.axis.var.name}{note}: {reason}; one pass over the row; "
                      f"{restart}{why}")
-    return _rewrite(inlined_func, mx, sums, first_finite)
+    return _rewrite(inlined_func, mx, sums, first_finite, first_finite and finite_constant(mx.realize.block.init.value))
 
 
 def _index_of(func, block_name: str) -> int:
