@@ -25,7 +25,7 @@ from tir_passes.infra.dtypes import DTYPES, FLOATS, language_names
 from .descriptors import Descriptor, DescriptorPlan
 from .jit_options import jit_decorator
 from .kernel_helpers import COMBINED_REDUCTIONS, CONSTANTS, HELPERS, NAN_REDUCTIONS
-from .persistent import tile_loop
+from .persistent import tile_loop, walked_tile
 from .source import Source
 
 TL_DTYPES = language_names("tl")
@@ -659,19 +659,11 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter, pid: str) ->
     else:
         remaining = pid
     for axis, count in zip(reversed(axes[1:]), reversed(counts[1:])):
-        src.line(_walked(axis, count, f"{remaining} % ({count})"))
+        src.line(walked_tile(axis, count, f"{remaining} % ({count})"))
         src.line(f"{remaining} = {remaining} // ({count})" if remaining != pid else f"{rest} = {pid} // ({count})")
         remaining = rest
     if axes:
-        src.line(_walked(axes[0], counts[0], remaining))
-
-
-def _walked(axis, count: str, index: str) -> str:
-    """A grid axis's tile from its launch index: the last tile first where later tiles walk more
-    (the longest programs start first and the short ones fill the tail)."""
-    if not axis.longest_first:
-        return f"{axis.var} = {index}"
-    return f"{axis.var} = (({count}) - 1) - {index}  # later tiles walk more: they launch first"
+        src.line(walked_tile(axes[0], counts[0], remaining))
 
 
 def emit_select_combine(combine: SelectCombine, src: Source) -> None:

@@ -52,3 +52,11 @@ def tile_loop(kernel, printer):
     header = f"for {pid} in tl.range(tl.program_id(0), {tiles}, tl.num_programs(0)):"
     with src.block(header + "  # persistent: the launch sizes the grid, each program walks its tiles"):
         yield pid
+
+
+def walked_tile(axis, count: str, index: str) -> str:
+    """The line giving a grid axis's tile from its launch index: the last tile first where later
+    tiles walk more (KernelTile.longest_first: the longest programs start, short ones fill the tail)."""
+    if not axis.longest_first:
+        return f"{axis.var} = {index}"
+    return f"{axis.var} = (({count}) - 1) - {index}  # later tiles walk more: they launch first"
