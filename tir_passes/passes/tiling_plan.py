@@ -71,19 +71,23 @@ class FusedShape:
     shared: list[tirx.For]
     subs: list[tuple[list[tirx.For], s_tir.SBlockRealize]]  # each block, with its loops below the shared
     chains: list[list[tirx.For]]  # the loop chains below the shared loops
+    walked: bool = False  # the innermost shared loop is walked serially: the row loop of column partials
 
 
 def fused_shape(stmt) -> FusedShape | None:
     """Shared loops around a sequence of nests (perfect nests, bare blocks, or nests of such, as
     LoopFusion leaves them when it fuses at several depths), with every shared loop spatial for
-    every block; None for another shape."""
+    every block, except that blocks of column partials (RowPartials) may reduce over the innermost
+    one (then walked: one row per iteration, the partials accumulating over it); None for another shape."""
     shared, inner = loop_chain(stmt)
     if not shared or not isinstance(inner, tirx.SeqStmt):
         return None
     subs = [(list(loops), realize) for realize, loops in block_sites(inner)]
-    if not subs or any(loop_kind(loop, realize) != SPATIAL for loop in shared for _, realize in subs):
+    kinds = [[loop_kind(loop, realize) for loop in shared] for _, realize in subs]
+    if not subs or any(k != SPATIAL for row in kinds for k in row[:-1]) or any(row[-1] not in (SPATIAL, REDUCE)
+                                                                               for row in kinds):
         return None
-    return FusedShape(shared, subs, loop_chains(inner))
+    return FusedShape(shared, subs, loop_chains(inner), walked=any(row[-1] == REDUCE for row in kinds))
 
 
 def loop_chains(stmt) -> list[list[tirx.For]]:
@@ -422,7 +426,10 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
     has_contraction = any(contraction_operands(r.block) is not None for _, r in shape.subs)
     row_extent = None if deterministic and has_contraction else static_int(row_loop.extent)  # tl.dot rows pinned
     rows = online_rows or tile_sizes.fused_rows(widest, row_extent, has_contraction, spec.limits)
-    if (rows > 1 or deterministic) and _key(row_loop) not in blocked:  # deterministic: 2-D tiles for one row too
+    if shape.walked:
+        rows = 1  # the partials' row loop stays serial, one whole row per iteration
+        plan.notes.append(f"loop {row_loop.loop_var.name} walks the rows of column partials, one row per iteration")
+    elif (rows > 1 or deterministic) and _key(row_loop) not in blocked:  # deterministic: 2-D tiles for one row too
         plan.tiles[_key(row_loop)] = TileChoice(axis_name(row_loop), rows, False)
     if online_rows is None:
         plan.num_warps = tile_sizes.fused_warps(rows, widest)
@@ -504,7 +511,8 @@ def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
         loops, realize = nest
         return {_key(l) for l in loops if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked}
     if shape is not None:
-        return {_key(l) for l in shape.shared if _key(l) not in blocked}
+        shared = shape.shared[:-1] if shape.walked else shape.shared
+        return {_key(l) for l in shared if _key(l) not in blocked}
     realizes = realizes_under(stmt)
     parallel: set[int] = set()
     loop = stmt
