@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from tvm.script import tirx as T
 
+from helpers import compile_and_check
 from tir_passes import differentiate
 from tir_passes.contracts.row_partials import row_partials
 from tir_passes.passes.row_partials import row_partials as rewrite
@@ -21,9 +22,10 @@ def ln(x, g, b):
     return F.layer_norm(x, (COLS,), g, b, 1e-5)
 
 
-def _check(func, names, reference, shapes, kernels):
+def _check(func, names, reference, shapes, kernels, aot=False):
     backward = differentiate(func, names)
-    kernel = compile(backward, verify=False)
+    # aot: the kernel against TVM's llvm build too, and compiled for sm_90/sm_80
+    kernel = compile_and_check(backward, verify=False) if aot else compile(backward, verify=False)
     assert len(kernel.program.kernels) == kernels, kernel.source.count("# TIR blocks")
     generator = torch.Generator().manual_seed(0)
     inputs = [torch.randn(shape, generator=generator) for shape in shapes]
@@ -42,7 +44,7 @@ def test_layernorm_backward_is_one_row_kernel_and_a_sum_of_partials():
     import layernorm
 
     backward, kernel = _check(layernorm.make_layernorm(ROWS, COLS), ["X", "gamma", "beta"], ln,
-                              [(ROWS, COLS), (COLS,), (COLS,)], kernels=2)
+                              [(ROWS, COLS), (COLS,), (COLS,)], kernels=2, aot=True)
     rows_kernel = kernel.source.split("# TIR blocks: ")[1].splitlines()[0]
     assert rows_kernel.startswith("mean, var") and rows_kernel.endswith(
         "d_gamma_from_normalize_rows, d_beta_from_normalize_rows")

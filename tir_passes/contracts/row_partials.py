@@ -2,7 +2,8 @@
 
 RowPartials (passes/row_partials.py) writes one `RowPartialsPlan` per row group it rewrote, and one
 per group it left alone (with why), as the root block's "rows.partials" annotation; nothing else
-writes it. Readers: the dump (every stage after RowPartials shows it), the tests, the report.
+writes it. Readers: Tiling (`walked_blocks`: the partials' blocks may reduce over the shared row loop, which stays
+serial), the dump (every stage after RowPartials shows it), the tests.
 
 A plan says which row nests share one walk of the rows (`row_blocks`), which column reductions
 became partials written by that walk (`column_blocks`, into `partials`), how many rows each
@@ -28,6 +29,7 @@ class RowPartialsPlan:
     row_blocks: tuple[str, ...]      # the blocks of the row nests walked together, in order
     column_blocks: tuple[str, ...]   # the column reductions computed as partials in the same walk
     partials: tuple[str, ...]        # their partial buffers, (programs, columns) each
+    partial_blocks: tuple[str, ...]  # the blocks writing them (in the walk; Tiling keeps its row loop serial)
     rows_per_program: int            # 0: not rewritten
     programs: int                    # 0: not rewritten
     taken: bool
@@ -36,7 +38,8 @@ class RowPartialsPlan:
 
 def _value(plan: RowPartialsPlan) -> dict:
     return {"row_blocks": list(plan.row_blocks), "column_blocks": list(plan.column_blocks),
-            "partials": list(plan.partials), "rows_per_program": plan.rows_per_program,
+            "partials": list(plan.partials), "partial_blocks": list(plan.partial_blocks),
+            "rows_per_program": plan.rows_per_program,
             "programs": plan.programs, "taken": plan.taken, "reason": plan.reason}
 
 
@@ -65,7 +68,12 @@ def row_partials(func: tirx.PrimFunc) -> list[RowPartialsPlan]:
         if not isinstance(fields.get("taken"), bool) or not isinstance(fields.get("reason"), str):
             raise ContractError(ROW_PARTIALS_KEY, f'a plan needs a boolean "taken" and a text "reason", not {item!r}',
                                 _WRITER)
-        plans.append(RowPartialsPlan(_names(fields, "row_blocks"), _names(fields, "column_blocks"),
-                                     _names(fields, "partials"), int(fields.get("rows_per_program", 0)),
-                                     int(fields.get("programs", 0)), fields["taken"], str(fields["reason"])))
+        names = [_names(fields, key) for key in ("row_blocks", "column_blocks", "partials", "partial_blocks")]
+        plans.append(RowPartialsPlan(*names, int(fields.get("rows_per_program", 0)), int(fields.get("programs", 0)),
+                                     fields["taken"], str(fields["reason"])))
     return plans
+
+
+def walked_blocks(func: tirx.PrimFunc) -> frozenset[str]:
+    """The blocks of column partials whose row loop Tiling walks serially (tiling_plan.fused_shape)."""
+    return frozenset(name for plan in row_partials(func) if plan.taken for name in plan.partial_blocks)

@@ -36,7 +36,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from tir_passes.analyses.columns import reduces_down_columns
-from tir_passes.analyses.nest import block_accesses, perfect_nest, realizes_under, uses_var
+from tir_passes.analyses.nest import block_accesses, bound_iter_var, perfect_nest, realizes_under, uses_var
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.contracts.row_partials import RowPartialsPlan, write_row_partials
 from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, static_int, top_level_statements, \
@@ -83,8 +83,13 @@ def _column_form(stmt, extent):
     nest = perfect_nest(stmt)
     if nest is None or len(nest[0]) != 2:
         return None
-    (j_loop, i_loop), realize = nest
+    loops, realize = nest
     block = realize.block
+    if len(block.iter_vars) != 2:
+        return None
+    reduce_first = bound_iter_var(realize, loops[0].loop_var)
+    j_loop, i_loop = (loops[1], loops[0]) if reduce_first is not None and \
+        reduce_first.iter_type == tirx.IterVar.CommReduce else loops
     store = block.body
     if block.init is None or not isinstance(store, tirx.BufferStore) or not str(store.buffer.dtype).startswith("float"):
         return None
@@ -106,7 +111,10 @@ def _column_form(stmt, extent):
 
 
 def _substitute(node, mapping: dict):
-    return tvm_ffi.structural_map(node, (tvm.ir.Var, lambda v: next((e for k, e in mapping.items() if k.same_as(v)), v)))
+    def replace(var):
+        return next((expr for key, expr in mapping.items() if key.same_as(var)), var)
+
+    return tvm_ffi.structural_map(node, (tvm.ir.Var, replace))
 
 
 def _region(buf, indices):
@@ -150,7 +158,7 @@ def rows_per_program(spec: GpuSpec, rows: int, deterministic: bool) -> int:
 
 def _groups(stmts: list):
     """(run indices, [(index, column form)]) per run of row nests with column reductions after it."""
-    groups, i = [], 0
+    groups, i, claimed = [], 0, set()
     while i < len(stmts):
         rows = _row_bindings(stmts[i])
         if rows is None:
@@ -158,7 +166,8 @@ def _groups(stmts: list):
             continue
         run, written, read, extent = [], set(), set(), stmts[i].extent
         while i < len(stmts) and (rows := _row_bindings(stmts[i])) is not None and \
-                tvm_ffi.structural_equal(stmts[i].extent, extent) and _joins_run(stmts[i], rows, written, read):
+                tvm_ffi.structural_equal(stmts[i].extent, extent) and _column_form(stmts[i], extent) is None \
+                and _joins_run(stmts[i], rows, written, read):
             run.append(i)
             for realize in realizes_under(stmts[i]):
                 for a in block_accesses(realize.block, include_init=True):
@@ -166,12 +175,13 @@ def _groups(stmts: list):
             i += 1
         columns, stored, touched = [], set(), set()  # by the statements between the run and a column nest
         for k in range(i, len(stmts)):
-            form = _column_form(stmts[k], extent)
+            form = _column_form(stmts[k], extent) if k not in claimed else None
             if form is not None:
                 accesses, total = block_accesses(form[2].block), form[2].block.body.buffer.name
                 if not {a.buffer.name for a in accesses} & stored and total not in written | read | touched \
                         and _at_row(accesses, form[3].var, written):
                     columns.append((k, form))
+                    claimed.add(k)
                     continue
             for realize in realizes_under(stmts[k]):
                 for a in block_accesses(realize.block, include_init=True):
@@ -195,18 +205,19 @@ def row_partials(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False
         names, column_names = _block_names(stmts, run), tuple(form[2].block.name_hint for _, form in columns)
         rows = static_int(extent)
         if rows is None:
-            plans.append(RowPartialsPlan(names, column_names, (), 0, 0, False,
+            plans.append(RowPartialsPlan(names, column_names, (), (), 0, 0, False,
                                          f"rows symbolic ({extent}): a tile count that does not divide them "
                                          "needs a predicate on every block"))
             continue
         per = rows_per_program(spec, rows, deterministic)
         t, r = tirx.Var("t", "int32"), tirx.Var("r", "int32")
         body = [_substitute(stmts[k].body, {stmts[k].loop_var: t * per + r}) for k in run]
-        sums = []
+        sums, partial_blocks = [], []
         for k, form in columns:
             partial, rows_nest, sum_block = _partial_nest(form, t, r, per, rows // per)
             buffers.append(partial)
             body.append(rows_nest)
+            partial_blocks.append(rows_nest.body.block.name_hint)
             sums.append(sum_block)
             removed.add(k)
         fused = tirx.For(t, 0, rows // per, tirx.ForKind.SERIAL,
@@ -215,8 +226,8 @@ def row_partials(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False
                          for b in sums)
         placed[run[0]] = [fused] + ([_sum_nest(sums)] if one_extent else [_sum_nest([b]) for b in sums])
         removed |= set(run)
-        plans.append(RowPartialsPlan(names, column_names, tuple(b.name for b in buffers[-len(columns):]), per,
-                                     rows // per, True,
+        plans.append(RowPartialsPlan(names, column_names, tuple(b.name for b in buffers[-len(columns):]),
+                                     tuple(partial_blocks), per, rows // per, True,
                                      f"{rows // per} programs of {per} rows (at least {MIN_ROWS}, "
                                      f"{PROGRAMS_PER_SM} per multiprocessor, dividing {rows})"))
     if not plans:

@@ -57,6 +57,7 @@ from tir_passes.contracts.tile_contract import (
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 from tir_passes.passes.tiling_plan import KernelPlan, plan_kernel
 from tir_passes.contracts.fusion_record import recomputed_blocks
+from tir_passes.contracts.row_partials import walked_blocks
 
 
 def _key(loop: tirx.For) -> int:
@@ -138,9 +139,10 @@ class _KernelApplier:
 
 
 def _tile_kernel(
-    sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool, recomputed: frozenset[str]
+    sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool, recomputed: frozenset[str],
+    walked: frozenset[str] = frozenset(),
 ) -> list[TileNote]:
-    plan = plan_kernel(spec, stmt, deterministic, recomputed)
+    plan = plan_kernel(spec, stmt, deterministic, recomputed, walked)
     whole_axes = {key: choice.axis for key, choice in plan.tiles.items() if choice.whole}
     storage = decide_storage(stmt, whole_axes)
     applier = _KernelApplier(sch, plan, decision)
@@ -227,7 +229,7 @@ def tile_function(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = Fals
     notes: list[TileNote] = []
     recomputed = recomputed_blocks(func)
     for index, stmt in todo:
-        notes += _tile_kernel(sch, spec, stmt, index, decision, deterministic, recomputed)
+        notes += _tile_kernel(sch, spec, stmt, index, decision, deterministic, recomputed, walked_blocks(func))
     tiled = sch.mod["main"]
     for index, _ in todo:
         notes += _window_walks(tiled, top_level_statements(tiled)[index], index, decision)

@@ -74,18 +74,20 @@ class FusedShape:
     walked: bool = False  # the innermost shared loop is walked serially: the row loop of column partials
 
 
-def fused_shape(stmt) -> FusedShape | None:
+def fused_shape(stmt, walked: frozenset[str] = frozenset()) -> FusedShape | None:
     """Shared loops around a sequence of nests (perfect nests, bare blocks, or nests of such, as
     LoopFusion leaves them when it fuses at several depths), with every shared loop spatial for
-    every block, except that blocks of column partials (RowPartials) may reduce over the innermost
-    one (then walked: one row per iteration, the partials accumulating over it); None for another shape."""
+    every block, except that the blocks of column partials RowPartials' record names (`walked`) may reduce
+    over the innermost one (then walked: one row per iteration, the partials accumulating over it); None
+    for another shape."""
     shared, inner = loop_chain(stmt)
     if not shared or not isinstance(inner, tirx.SeqStmt):
         return None
     subs = [(list(loops), realize) for realize, loops in block_sites(inner)]
     kinds = [[loop_kind(loop, realize) for loop in shared] for _, realize in subs]
-    if not subs or any(k != SPATIAL for row in kinds for k in row[:-1]) or any(row[-1] not in (SPATIAL, REDUCE)
-                                                                               for row in kinds):
+    partial = [realize.block.name_hint in walked for _, realize in subs]
+    if not subs or any(k != SPATIAL for row in kinds for k in row[:-1]) or \
+            any(row[-1] != SPATIAL and not (row[-1] == REDUCE and ok) for row, ok in zip(kinds, partial)):
         return None
     return FusedShape(shared, subs, loop_chains(inner), walked=any(row[-1] == REDUCE for row in kinds))
 
@@ -525,18 +527,20 @@ def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
 
 
 def plan_kernel(
-    spec: GpuSpec, stmt, deterministic: bool = False, recomputed: frozenset[str] = frozenset()
+    spec: GpuSpec, stmt, deterministic: bool = False, recomputed: frozenset[str] = frozenset(),
+    walked: frozenset[str] = frozenset(),
 ) -> KernelPlan:
     """The plan for one kernel statement (any shape); deterministic: with the pins of
     determinism.py (and sizes that read neither the extents of tl.dot axes nor the GPU's SM count);
-    `recomputed`: the blocks LoopFusion's record names as recomputed copies (fusion_record.recomputed_blocks)."""
+    `recomputed`: the blocks LoopFusion's record names as recomputed copies (fusion_record.recomputed_blocks);
+    `walked`: the column partials RowPartials' record names (row_partials.walked_blocks)."""
     carried = blocked_loops(stmt)
     blocked = set(carried)
     nest = perfect_nest(stmt)
     scans = scan_loops(stmt, carried) if nest is not None else {}
     for key in scans:  # a scan's dependence stays in registers: the loop needs no sync
         del carried[key]
-    shape = fused_shape(stmt) if nest is None else None
+    shape = fused_shape(stmt, walked) if nest is None else None
     if nest is not None:
         plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans, deterministic)
     elif shape is not None:
