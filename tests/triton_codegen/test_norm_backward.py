@@ -108,9 +108,25 @@ def test_rmsnorm_without_weight_has_no_partials():
     assert row_partials(rewrite(backward, gpu_spec("H200"))) == []
 
 
-def test_symbolic_rows_are_left_alone_and_recorded():
+def test_symbolic_rows_are_whole_tiles_then_a_walk_of_the_rows_left():
+    """examples/rmsnorm.py (symbolic rows): programs of 64 rows, one walk of the rows % 64 left (its partials the
+    last row of the partials), the sum: 3 kernels, right at 37 rows (no whole tile) and 150 (2 tiles and 22)."""
     import rmsnorm
 
-    backward = differentiate(rmsnorm.make_rmsnorm(16), ["X", "weight"])
+    def reference(x, w):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
+
+    backward = differentiate(rmsnorm.make_rmsnorm(20), ["X", "weight"])
     [plan] = row_partials(rewrite(backward, gpu_spec("H200")))
-    assert not plan.taken and "symbolic" in plan.reason
+    assert plan.taken and plan.rows_per_program == 64 and "symbolic" in plan.reason
+    assert plan.partial_blocks == ("d_weight_from_normalize_rows", "d_weight_from_normalize_rows_tail")
+    kernel = compile(backward, verify=False)
+    assert len(kernel.program.kernels) == 3
+    for rows in (37, 150):
+        generator = torch.Generator().manual_seed(rows)
+        inputs = [torch.randn(shape, generator=generator) for shape in ((rows, 20), (20,))]
+        _, grad, expected = torch_reference(reference, inputs)
+        ours = run_backward(kernel, backward, ["X", "weight"], inputs, grad, {})
+        for param, value in zip(["X", "weight"], expected):
+            error = ((ours[param] - value).abs().max() / value.abs().max()).item()
+            assert error <= 1e-3, f"{rows} rows: d{param} differs from torch autograd by {error:.2e} (relative)"

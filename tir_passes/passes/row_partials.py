@@ -23,8 +23,11 @@ Why: without it the column reductions re-read X and dY down the columns, and the
 they read are recomputed in kernels of their own (LoopFusion cannot move a statistic with several
 reader nests): LayerNorm's backward was 7 kernels moving 8 bytes per element against the floor's 6.
 Assumes: HoistAllocations ran (intermediates are root allocations); unscheduled nests (a backward
-from `differentiate`). R divides the rows (the smallest divisor at least the target, so no
-predicate is needed); symbolic rows are left alone (recorded).
+from `differentiate`). Static rows: R divides them (the smallest divisor at least the target, so no
+predicate is needed). Symbolic rows: R = 64, `rows // 64` whole tiles, then one walk of the
+`rows % 64` rows left (a copy of the nest with fresh variables, blocks named `*_tail`), whose
+partials are the last of `cdiv(rows, 64)` (a predicate on every block fails Tiling's affine-binding
+check; the tail is a second, one-program kernel).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, st
 
 MIN_ROWS = 16          # rows per program at least: the partials' round trip (8 bytes a column) stays small
 PROGRAMS_PER_SM = 2    # whole-row programs resident per multiprocessor (a row of 8192 fp16 is 16 KiB a buffer)
-DETERMINISTIC_ROWS = 64   # deterministic: R independent of the GPU (docs/determinism.md)
+DETERMINISTIC_ROWS = 64   # deterministic or symbolic rows: R independent of the GPU and the rows
 
 
 def _row_bindings(stmt) -> dict[str, tirx.Var] | None:
@@ -121,31 +124,50 @@ def _region(buf, indices):
     return tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(i, 1) for i in indices])
 
 
-def _partial_nest(form, t, r, rows: int, programs: int):
-    """The column reduction's partials, `C_rows[t, j] += e(t·R + r, j)`, and the sum of them."""
+def _partial_buffer(form, programs):
+    j_loop, realize = form[0], form[2]
+    total = realize.block.body.buffer
+    return tirx.decl_buffer((programs, j_loop.extent), total.dtype, f"{total.name}_rows", layout=None)
+
+
+def _partial_walk(form, partial, t_value, r, per, walked, name: str) -> tirx.For:
+    """`C_rows[t, j] += e(t·R + r, j)` over the columns, at program `t_value`, row `r` of `walked`."""
     j_loop, _, realize, vi, vj, summand = form
     block, total = realize.block, realize.block.body.buffer
-    columns = j_loop.extent
-    partial = tirx.decl_buffer((programs, columns), total.dtype, f"{total.name}_rows", layout=None)
-    vt = tirx.IterVar(tvm.ir.Range(0, programs), tirx.Var("vt", "int32"), tirx.IterVar.DataPar)
-    vr = tirx.IterVar(tvm.ir.Range(0, rows), tirx.Var("vr", "int32"), tirx.IterVar.CommReduce)
-    row = {vi.var: vt.var * rows + vr.var}
+    vt = tirx.IterVar(tvm.ir.Range(0, partial.shape[0]), tirx.Var("vt", "int32"), tirx.IterVar.DataPar)
+    vr = tirx.IterVar(tvm.ir.Range(0, walked), tirx.Var("vr", "int32"), tirx.IterVar.CommReduce)
+    row = {vi.var: vt.var * per + vr.var}
     reads = [_substitute(region, row) for region in block.reads if not region.source.same_as(total)]
     here = [vt.var, vj.var]
     body = tirx.BufferStore(partial, tirx.Add(tirx.BufferLoad(partial, here), _substitute(summand, row)), here)
     init = tirx.BufferStore(partial, block.init.value, here)
     rows_block = s_tir.SBlock([vt, vj, vr], [_region(partial, here)] + reads, [_region(partial, here)],
-                              f"{block.name_hint}_rows", body, init)
+                              name, body, init)
     j = tirx.Var(j_loop.loop_var.name, "int32")
-    rows_nest = tirx.For(j, 0, columns, tirx.ForKind.SERIAL, s_tir.SBlockRealize([t, j, r], True, rows_block))
-    sj = tirx.IterVar(tvm.ir.Range(0, columns), tirx.Var("vj", "int32"), tirx.IterVar.DataPar)
-    st = tirx.IterVar(tvm.ir.Range(0, programs), tirx.Var("vt", "int32"), tirx.IterVar.CommReduce)
+    return tirx.For(j, 0, j_loop.extent, tirx.ForKind.SERIAL, s_tir.SBlockRealize([t_value, j, r], True, rows_block))
+
+
+def _sum_block(form, partial) -> s_tir.SBlock:
+    """`C[j] += C_rows[t, j]` over the programs `t`: the partials summed in one fixed order."""
+    block = form[2].block
+    total = block.body.buffer
+    sj = tirx.IterVar(tvm.ir.Range(0, form[0].extent), tirx.Var("vj", "int32"), tirx.IterVar.DataPar)
+    st = tirx.IterVar(tvm.ir.Range(0, partial.shape[0]), tirx.Var("vt", "int32"), tirx.IterVar.CommReduce)
     load = tirx.BufferLoad(partial, [st.var, sj.var])
-    sum_block = s_tir.SBlock([sj, st], [_region(total, [sj.var]), _region(partial, [st.var, sj.var])],
-                             [_region(total, [sj.var])], block.name_hint,
-                             tirx.BufferStore(total, tirx.Add(tirx.BufferLoad(total, [sj.var]), load), [sj.var]),
-                             tirx.BufferStore(total, block.init.value, [sj.var]))
-    return partial, rows_nest, sum_block
+    return s_tir.SBlock([sj, st], [_region(total, [sj.var]), _region(partial, [st.var, sj.var])],
+                        [_region(total, [sj.var])], block.name_hint,
+                        tirx.BufferStore(total, tirx.Add(tirx.BufferLoad(total, [sj.var]), load), [sj.var]),
+                        tirx.BufferStore(total, block.init.value, [sj.var]))
+
+
+def _tail_copy(stmt, name_suffix: str):
+    """The nest with fresh variables and its blocks renamed (the walk of the rows after the last whole tile)."""
+    defined: list = []
+    tvm_ffi.structural_walk(stmt, [(tirx.For, lambda loop: defined.append(loop.loop_var)),
+                                   (s_tir.SBlock, lambda b: defined.extend(iv.var for iv in b.iter_vars))])
+    fresh = _substitute(stmt, {var: tirx.Var(var.name, "int32") for var in defined})  # loop and block variables
+    renamed = (s_tir.SBlock, lambda b: replace_block(b, name_hint=b.name_hint + name_suffix))
+    return tvm_ffi.structural_map(fresh, renamed)
 
 
 def rows_per_program(spec: GpuSpec, rows: int, deterministic: bool) -> int:
@@ -204,32 +226,40 @@ def row_partials(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False
     for run, columns, extent in _groups(stmts):
         names, column_names = _block_names(stmts, run), tuple(form[2].block.name_hint for _, form in columns)
         rows = static_int(extent)
-        if rows is None:
-            plans.append(RowPartialsPlan(names, column_names, (), (), 0, 0, False,
-                                         f"rows symbolic ({extent}): a tile count that does not divide them "
-                                         "needs a predicate on every block"))
-            continue
-        per = rows_per_program(spec, rows, deterministic)
+        if rows is None:  # symbolic: whole tiles of R rows, then a walk of the rows left (rows % R of them)
+            per = DETERMINISTIC_ROWS
+            full, programs, tail = extent // per, (extent + per - 1) // per, extent % per
+        else:
+            per = rows_per_program(spec, rows, deterministic)
+            full = programs = rows // per
+            tail = None
         t, r = tirx.Var("t", "int32"), tirx.Var("r", "int32")
         body = [_substitute(stmts[k].body, {stmts[k].loop_var: t * per + r}) for k in run]
+        tail_body = [_substitute(stmts[k].body, {stmts[k].loop_var: full * per + r}) for k in run]
         sums, partial_blocks = [], []
         for k, form in columns:
-            partial, rows_nest, sum_block = _partial_nest(form, t, r, per, rows // per)
+            partial = _partial_buffer(form, programs)
+            name = f"{form[2].block.name_hint}_rows"
+            body.append(_partial_walk(form, partial, t, r, per, per, name))
+            tail_body.append(_partial_walk(form, partial, full, r, per, tail if tail is not None else per, name))
             buffers.append(partial)
-            body.append(rows_nest)
-            partial_blocks.append(rows_nest.body.block.name_hint)
-            sums.append(sum_block)
+            partial_blocks += [name, f"{name}_tail"] if tail is not None else [name]
+            sums.append(_sum_block(form, partial))
             removed.add(k)
-        fused = tirx.For(t, 0, rows // per, tirx.ForKind.SERIAL,
-                         tirx.For(r, 0, per, tirx.ForKind.SERIAL, tirx.SeqStmt(body)))
+        walk = tirx.For(r, 0, per, tirx.ForKind.SERIAL, tirx.SeqStmt(body))
+        fused = [tirx.For(t, 0, full, tirx.ForKind.SERIAL, walk)]
+        if tail is not None:
+            fused.append(_tail_copy(tirx.For(r, 0, tail, tirx.ForKind.SERIAL, tirx.SeqStmt(tail_body)), "_tail"))
         one_extent = all(tvm_ffi.structural_equal(b.iter_vars[0].dom.extent, sums[0].iter_vars[0].dom.extent)
                          for b in sums)
-        placed[run[0]] = [fused] + ([_sum_nest(sums)] if one_extent else [_sum_nest([b]) for b in sums])
+        placed[run[0]] = fused + ([_sum_nest(sums)] if one_extent else [_sum_nest([b]) for b in sums])
         removed |= set(run)
+        reason = (f"{rows // per} programs of {per} rows (at least {MIN_ROWS}, {PROGRAMS_PER_SM} per "
+                  f"multiprocessor, dividing {rows})") if tail is None else \
+            (f"rows symbolic ({extent}): programs of {per} rows, then one walk of the {extent} % {per} rows left "
+             "(its partials the last row of the partials)")
         plans.append(RowPartialsPlan(names, column_names, tuple(b.name for b in buffers[-len(columns):]),
-                                     tuple(partial_blocks), per, rows // per, True,
-                                     f"{rows // per} programs of {per} rows (at least {MIN_ROWS}, "
-                                     f"{PROGRAMS_PER_SM} per multiprocessor, dividing {rows})"))
+                                     tuple(partial_blocks), per, static_int(programs) or 0, True, reason))
     if not plans:
         return func
     out = []
