@@ -122,6 +122,8 @@ def test_symbolic_rows_are_whole_tiles_then_a_walk_of_the_rows_left():
     assert plan.partial_blocks == ("d_weight_from_normalize_rows", "d_weight_from_normalize_rows_tail")
     kernel = compile(backward, verify=False)
     assert len(kernel.program.kernels) == 3
+    # the whole tiles and the tail together write every row of d_X (param_reads.py): an output the op allocates
+    assert "OUTPUTS = ('d_X', 'd_weight')" in kernel.source
     for rows in (37, 150):
         generator = torch.Generator().manual_seed(rows)
         inputs = [torch.randn(shape, generator=generator) for shape in ((rows, 20), (20,))]
