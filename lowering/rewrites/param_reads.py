@@ -8,7 +8,8 @@ mutated in place. So a written parameter counts as unread only when two facts ar
   update reads after its `T.init`, or the previous element a scan reads, lives in registers and is
   never loaded;
 - one block writes every element of it (or blocks each writing a slice of one axis tile it, from 0 to
-  its dimension: RowPartials' whole tiles of rows, then the rows left). The store is unconditional in its block (the block's T.init,
+  its dimension: RowPartials' whole tiles of rows, then the rows left). The store is unconditional
+  in its block (the block's T.init,
   or a statement of its body), the block sits under loops only (no `if`), and the store's indices,
   in terms of those loops and under the block's predicate, map the loops onto the whole buffer
   (`detect_iter_map`, surjective, each index from 0 over its dimension). Loops the indices do not
