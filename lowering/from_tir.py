@@ -144,7 +144,11 @@ def _lower_shape_scalar(expr) -> Expr:
         return Const(int(expr.value), "int32")
     if isinstance(expr, tirx.Var):
         return Scalar(expr.name, "int32")
-    raise UnsupportedConstructError(f"scratch buffer dimension {expr} must be a constant or a shape variable")
+    ops = {tirx.Add: "+", tirx.Sub: "-", tirx.Mul: "*", tirx.FloorDiv: "floordiv", tirx.FloorMod: "floormod"}
+    if type(expr) in ops:  # a count of tiles of a shape variable (RowPartials' partials: cdiv(rows, 64))
+        return Binary(ops[type(expr)], _lower_shape_scalar(expr.a), _lower_shape_scalar(expr.b), "int32", ())
+    raise UnsupportedConstructError(f"scratch buffer dimension {expr} must be a constant, a shape variable or "
+                                    "+ - * // % of them")
 
 
 def _key_of(loop: tirx.For) -> int:
@@ -505,6 +509,8 @@ class KernelLowering:
         return tuple(d for d in self.scope.dim_order() if d in present)
 
     def proven_non_negative(self, expr) -> bool:
+        if self.scope is None:  # a loop extent (rows // 64), lowered while the scope is built: no bounds yet
+            return False
         return bool(self.scope.analyzer.can_prove(expr >= 0))
 
     def variable(self, var: tirx.Var) -> Expr:

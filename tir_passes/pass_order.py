@@ -29,6 +29,7 @@ DEFAULT_ORDER = (
     PassEntry("CanonicalCasts", "tir_passes.passes.canonical_casts:CanonicalCasts", False),
     PassEntry("CanonicalMasks", "tir_passes.passes.canonical_masks:CanonicalMasks", False),
     PassEntry("FactorOutOfSums", "tir_passes.passes.factor_out_of_sums:FactorOutOfSums", False),
+    PassEntry("RowPartials", "tir_passes.passes.row_partials:RowPartials", True, True),
     PassEntry("SplitReduction", "tir_passes.passes.split_reduction:SplitReduction", True, True),
     PassEntry("OnlineSoftmax", "tir_passes.passes.online_softmax:OnlineSoftmax", True),
     PassEntry("LoopFusion", "tir_passes.passes.loop_fusion:LoopFusion", True),

@@ -12,11 +12,12 @@ Order, and why:
   CanonicalMasks    masks as Select with -inf (negations undone, safe if_then_else as Select)
   FactorOutOfSums   factors a sum's reduction does not vary leave it: weights normalized before
                     P·V are normalized after it (the flash form), a scale inside Q·Kᵀ scales S
-  SplitReduction    a contraction whose M·N tiles leave the GPU idle -> partials over slices of
-                    its reduction loop and their sum (split-K), where the model prices it cheaper;
-                    before fusion, which then fuses the sum with the partials' consumer
-  OnlineSoftmax     a max and the sums of exponentials that read it -> one loop with a running maximum
-                    (flash attention's form), where that pays; before LoopFusion, which fuses the scores in
+  RowPartials       row nests + column reductions of their rows (a norm's dW) -> one walk writing partials
+  SplitReduction    a contraction whose M·N tiles leave the GPU idle -> partials over slices of its
+                    reduction loop and their sum (split-K), where the model prices it; before fusion
+  OnlineSoftmax     a max and the sums of exponentials that read it -> one loop with a running
+                    maximum (flash attention's form), where that pays; before LoopFusion, which
+                    then fuses the scores into that loop
   LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
                     consumer's shared loops (before the loop clean-ups: it leaves unit loops)
   SplitOnlineRows   fused online rows that leave the GPU idle -> chunks' statistics, combined, readers apart

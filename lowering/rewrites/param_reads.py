@@ -7,7 +7,9 @@ mutated in place. So a written parameter counts as unread only when two facts ar
 - no kernel loads it. This looks at the lowered kernels, not the TIR: the old value a reduction's
   update reads after its `T.init`, or the previous element a scan reads, lives in registers and is
   never loaded;
-- one block writes every element of it. The store is unconditional in its block (the block's T.init,
+- one block writes every element of it (or blocks each writing a slice of one axis tile it, from 0 to
+  its dimension: RowPartials' whole tiles of rows, then the rows left). The store is unconditional
+  in its block (the block's T.init,
   or a statement of its body), the block sits under loops only (no `if`), and the store's indices,
   in terms of those loops and under the block's predicate, map the loops onto the whole buffer
   (`detect_iter_map`, surjective, each index from 0 over its dimension). Loops the indices do not
@@ -60,14 +62,32 @@ def _collect_loads(node, found: set[str]) -> None:
 
 
 def _covered_buffers(func: tirx.PrimFunc) -> set[str]:
-    covered = set()
+    covered, pieces, dims = set(), {}, {}
     for realize, loops in _unconditional_blocks(root_block(func).body):
         block = realize.block
         from_init = block.init is not None
         for store in _direct_stores(block.init if from_init else block.body):
-            if _covers(store, realize, loops, from_init):
+            piece = _covers(store, realize, loops, from_init)
+            if piece is True:
                 covered.add(store.buffer.name)
-    return covered
+            elif piece is not None:
+                pieces.setdefault((store.buffer.name, piece[0]), []).append(piece[1:])
+                dims[store.buffer.name] = store.buffer.shape
+    return covered | {name for (name, axis), found in pieces.items() if _tile_the_axis(found, dims[name][axis])}
+
+
+def _tile_the_axis(pieces: list, dim) -> bool:
+    """Blocks each writing a slice [base, base + extent) of one axis (whole along the others) cover it
+    together: from 0, each slice starting where another ends, up to the dimension (RowPartials' whole
+    tiles of rows, then the rows left)."""
+    analyzer, end, left = sym.Analyzer(), tirx.const(0, "int32"), list(pieces)
+    while left:
+        nxt = next((piece for piece in left if analyzer.can_prove_equal(piece[0], end)), None)
+        if nxt is None:
+            return False
+        left.remove(nxt)
+        end = end + nxt[1]
+    return analyzer.can_prove_equal(end, dim)
 
 
 def _unconditional_blocks(stmt, loops: tuple = ()) -> list:
@@ -90,20 +110,33 @@ def _direct_stores(stmt) -> list[tirx.BufferStore]:
     return []
 
 
-def _covers(store: tirx.BufferStore, realize: s_tir.SBlockRealize, loops: tuple, from_init: bool) -> bool:
+def _covers(store: tirx.BufferStore, realize: s_tir.SBlockRealize, loops: tuple, from_init: bool):
+    """True when the store covers the buffer; (axis, base, extent) when it covers the slice [base, base +
+    extent) of one axis and the others whole; else None."""
     indices = [substitute_bindings(index, realize) for index in store.indices]
     ranges = {loop.loop_var: tvm.ir.Range.from_min_extent(loop.min, loop.extent) for loop in loops}
     mapped = sym.detect_iter_map(indices, ranges, realize.predicate, "surjective")
     if len(mapped.indices) != len(indices):
-        return False
+        return None
     analyzer = sym.Analyzer()
-    whole = all(
-        _is_whole_dimension(sum_expr, dim, analyzer) for sum_expr, dim in zip(mapped.indices, store.buffer.shape)
-    )
     runs = from_init or all(
         analyzer.can_prove(loop.extent > 0) for loop in loops if not uses_var(indices, loop.loop_var)
     )
-    return whole and runs
+    partial = [axis for axis, (sum_expr, dim) in enumerate(zip(mapped.indices, store.buffer.shape))
+               if not _is_whole_dimension(sum_expr, dim, analyzer)]
+    if not runs:
+        return None
+    if not partial:
+        return True
+    slice_ = _slice(mapped.indices[partial[0]], analyzer) if len(partial) == 1 else None
+    return None if slice_ is None else (partial[0], *slice_)
+
+
+def _slice(sum_expr, analyzer: sym.Analyzer):
+    """(base, extent) when the index is one split of scale 1: the slice [base, base + extent) of its axis."""
+    if len(sum_expr.args) != 1 or not analyzer.can_prove_equal(sum_expr.args[0].scale, 1):
+        return None
+    return sum_expr.base, sum_expr.args[0].extent
 
 
 def _is_whole_dimension(sum_expr, dim, analyzer: sym.Analyzer) -> bool:

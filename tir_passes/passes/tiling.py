@@ -57,6 +57,7 @@ from tir_passes.contracts.tile_contract import (
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 from tir_passes.passes.tiling_plan import KernelPlan, plan_kernel
 from tir_passes.contracts.fusion_record import recomputed_blocks, streaming_blocks
+from tir_passes.contracts.row_partials import walked_blocks
 
 
 def _key(loop: tirx.For) -> int:
@@ -139,9 +140,9 @@ class _KernelApplier:
 
 def _tile_kernel(
     sch, spec: GpuSpec, stmt, index: int, decision: TileDecision, deterministic: bool, recomputed: frozenset[str],
-    streaming: frozenset[str] = frozenset(),
+    streaming: frozenset[str] = frozenset(), walked: frozenset[str] = frozenset(),
 ) -> list[TileNote]:
-    plan = plan_kernel(spec, stmt, deterministic, recomputed, streaming)
+    plan = plan_kernel(spec, stmt, deterministic, recomputed, streaming, walked)
     whole_axes = {key: choice.axis for key, choice in plan.tiles.items() if choice.whole}
     storage = decide_storage(stmt, whole_axes)
     applier = _KernelApplier(sch, plan, decision)
@@ -226,9 +227,9 @@ def tile_function(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = Fals
     sch = s_tir.Schedule(func)
     decision = TileDecision(deterministic=deterministic, limits=spec.limits)
     notes: list[TileNote] = []
-    recomputed, streaming = recomputed_blocks(func), streaming_blocks(func)
+    recomputed, streaming, walked = recomputed_blocks(func), streaming_blocks(func), walked_blocks(func)
     for index, stmt in todo:
-        notes += _tile_kernel(sch, spec, stmt, index, decision, deterministic, recomputed, streaming)
+        notes += _tile_kernel(sch, spec, stmt, index, decision, deterministic, recomputed, streaming, walked)
     tiled = sch.mod["main"]
     for index, _ in todo:
         notes += _window_walks(tiled, top_level_statements(tiled)[index], index, decision)

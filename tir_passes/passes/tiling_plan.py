@@ -72,13 +72,17 @@ class FusedShape:
     shared: list[tirx.For]
     subs: list[tuple[list[tirx.For], s_tir.SBlockRealize]]  # each block, with its loops below the shared
     chains: list[list[tirx.For]]  # the loop chains below the shared loops
+    walked: bool = False  # the innermost shared loop is walked serially: the row loop of column partials
 
 
-def fused_shape(stmt, streaming: frozenset[str] = frozenset()) -> FusedShape | None:
+def fused_shape(stmt, streaming: frozenset[str] = frozenset(), walked: frozenset[str] = frozenset()) \
+        -> FusedShape | None:
     """Shared loops around a sequence of nests (perfect nests, bare blocks, or nests of such, as
     LoopFusion leaves them when it fuses at several depths), with every shared loop spatial for
     every block; None for another shape. A nest LoopFusion streamed a contraction into (`streaming`:
-    its blocks) shares the spatial loops above the reduction loop it streams along."""
+    its blocks) shares the spatial loops above the reduction loop it streams along. The blocks of
+    column partials RowPartials' record names (`walked`) may reduce over the innermost shared loop
+    (then walked: one row per iteration, the partials accumulating over it)."""
     shared, inner = loop_chain(stmt)
     if streaming & {realize.block.name_hint for realize, _ in block_sites(stmt)}:
         sites = block_sites(stmt)
@@ -91,6 +95,8 @@ def fused_shape(stmt, streaming: frozenset[str] = frozenset()) -> FusedShape | N
     if not subs:
         return None
     spatial = _spatial_prefix(shared, subs)
+    if spatial == len(shared) - 1 and _walks_partials(shared[-1], subs, walked):
+        return FusedShape(shared, subs, loop_chains(inner), walked=True)
     if spatial < len(shared) and not (spatial and _split_online(shared[spatial], subs)):
         return None
     if spatial < len(shared):  # the online loop of a split row (SplitOnlineRows): shared rows and chunks above it
@@ -105,6 +111,14 @@ def _spatial_prefix(loops: list[tirx.For], subs) -> int:
     while count < len(loops) and all(loop_kind(loops[count], realize) == SPATIAL for _, realize in subs):
         count += 1
     return count
+
+
+def _walks_partials(loop: tirx.For, subs, walked: frozenset[str]) -> bool:
+    """The innermost shared loop is the row loop RowPartials walks: spatial for every block but the
+    column partials its record names, which reduce over it."""
+    kinds = [(loop_kind(loop, realize), realize.block.name_hint in walked) for _, realize in subs]
+    return any(kind == REDUCE for kind, _ in kinds) and all(kind == SPATIAL or (kind == REDUCE and named)
+                                                           for kind, named in kinds)
 
 
 def _split_online(loop: tirx.For, subs) -> bool:
@@ -461,7 +475,10 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
     has_contraction = any(contraction_operands(r.block) is not None for _, r in shape.subs)
     row_extent = None if deterministic and has_contraction else static_int(row_loop.extent)  # tl.dot rows pinned
     rows = online_rows or tile_sizes.fused_rows(widest, row_extent, has_contraction, spec.limits)
-    if (rows > 1 or deterministic) and _key(row_loop) not in blocked:  # deterministic: 2-D tiles for one row too
+    if shape.walked:
+        rows = 1  # the partials' row loop stays serial, one whole row per iteration
+        plan.notes.append(f"loop {row_loop.loop_var.name} walks the rows of column partials, one row per iteration")
+    elif (rows > 1 or deterministic) and _key(row_loop) not in blocked:  # deterministic: 2-D tiles for one row too
         plan.tiles[_key(row_loop)] = TileChoice(axis_name(row_loop), rows, False)
     if online_rows is None:
         plan.num_warps = tile_sizes.fused_warps(rows, widest)
@@ -543,7 +560,8 @@ def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
         loops, realize = nest
         return {_key(l) for l in loops if loop_kind(l, realize) == SPATIAL and _key(l) not in blocked}
     if shape is not None:
-        return {_key(l) for l in shape.shared if _key(l) not in blocked}
+        shared = shape.shared[:-1] if shape.walked else shape.shared
+        return {_key(l) for l in shared if _key(l) not in blocked}
     realizes = realizes_under(stmt)
     parallel: set[int] = set()
     loop = stmt
@@ -557,19 +575,20 @@ def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
 
 def plan_kernel(
     spec: GpuSpec, stmt, deterministic: bool = False, recomputed: frozenset[str] = frozenset(),
-    streaming: frozenset[str] = frozenset(),
+    streaming: frozenset[str] = frozenset(), walked: frozenset[str] = frozenset(),
 ) -> KernelPlan:
     """The plan for one kernel statement (any shape); deterministic: with the pins of
     determinism.py (and sizes that read neither the extents of tl.dot axes nor the GPU's SM count);
     `recomputed`: the blocks LoopFusion's record names as recomputed copies (fusion_record.recomputed_blocks);
-    `streaming`: the blocks it streamed a contraction into (fusion_record.streaming_blocks)."""
+    `streaming`: the blocks it streamed a contraction into (fusion_record.streaming_blocks);
+    `walked`: the column partials RowPartials' record names (row_partials.walked_blocks)."""
     carried = blocked_loops(stmt)
     blocked = set(carried)
     nest = perfect_nest(stmt)
     scans = scan_loops(stmt, carried) if nest is not None else {}
     for key in scans:  # a scan's dependence stays in registers: the loop needs no sync
         del carried[key]
-    shape = fused_shape(stmt, streaming) if nest is None else None
+    shape = fused_shape(stmt, streaming, walked) if nest is None else None
     if nest is not None:
         plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans, deterministic)
     elif shape is not None:
