@@ -171,8 +171,11 @@ def _open_accumulator(lowering, realize, combiner: Combiner) -> Accumulator:
     dtype = accumulator_dtype(str(store.buffer.dtype))
     if combiner.update.init is not None:
         initial = lower_expr(lowering, combiner.update.init)
-    else:
+    else:  # what the output holds, read where it is stored: not under the terms' conditions
+        guards = lowering.conditions
+        lowering.conditions = [c for c in guards if not _on_reduction_loops(lowering, realize, c)]
         initial = lowering.load(tirx.BufferLoad(store.buffer, store.indices), ())
+        lowering.conditions = guards
     accumulator = Accumulator(
         realize,
         store,
