@@ -361,7 +361,7 @@ class KernelPrinter:
         if isinstance(x, Const) and not x.dims:
             if placeholder + "." in reads:  # a Python number has no methods: make it a tensor
                 return f"tl.full([], {format_const(x)}, {TL_DTYPES['float32' if in_float32 else x.dtype]})"
-            return format_const(x)
+            return format_const(x) if in_float32 else self._scalar_const(x)
         if in_float32:
             x = Cast(x, "float32", x.dims)
         if reads.count(placeholder) > 1 and self.lookup(x) is None and not isinstance(x, _NAMED + (Scalar, Reg)):
@@ -374,10 +374,18 @@ class KernelPrinter:
         return name
 
     def _render_where(self, expr: Where) -> str:
-        return (
-            f"tl.where({self.render(expr.cond, expr.dims)}, {self.render(expr.a, expr.dims)}, "
-            f"{self.render(expr.b, expr.dims)})"
-        )
+        a, b = (self._scalar_const(x) if isinstance(x, Const) and not x.dims else self.render(x, expr.dims)
+                for x in (expr.a, expr.b))
+        return f"tl.where({self.render(expr.cond, expr.dims)}, {a}, {b})"
+
+    @staticmethod
+    def _scalar_const(x: Const) -> str:
+        """A scalar constant as an operand. A 16-bit float one keeps its dtype: Triton 3.6 makes a
+        Python float an fp32 tensor in tl.where/minimum/maximum, so the op ran in fp32 and a result
+        TVM rounds to fp16 was not (fuzz seed 8627 on the H200)."""
+        if x.dtype in _HALF:
+            return f"tl.full([], {format_const(x)}, {TL_DTYPES[x.dtype]})"
+        return format_const(x)
 
     def _render_cast(self, expr: Cast) -> str:
         inner = self.name_of(expr.x)

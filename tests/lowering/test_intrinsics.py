@@ -233,3 +233,15 @@ def test_fmod_call_is_c_fmod():
     for tile_kernel in kernel.program.kernels:
         for arch in AOT_ARCHS:
             compile_ahead_of_time(kernel.module_file(), tile_kernel, config_space(tile_kernel)[0], arch)
+
+
+def test_a_half_scalar_keeps_its_dtype_in_minimum_and_where():
+    # Triton 3.6 makes a Python float a float32 tensor in tl.minimum/maximum/where (found/half_constant_in_minimum.py)
+    import os
+
+    from tests.fuzz.runner import load_program
+    from triton_codegen import compile as compile_program
+
+    found = os.path.join(os.path.dirname(__file__), "..", "fuzz", "found", "half_constant_in_minimum.py")
+    source = compile_program(load_program(found), verify=False).source
+    assert "tl.minimum(A0_tile, tl.full([], 0.0, tl.float16)" in source
