@@ -18,6 +18,7 @@ from tir_passes.contracts.gpu_specs import gpu_spec  # noqa: E402
 from tir_passes.contracts.tile_contract import DECISIONS_KEY, kernel_tile, loop_tile  # noqa: E402
 from tir_passes.infra.pass_util import top_level_statements  # noqa: E402
 from tir_passes.passes.tile_sizes import base_sizes, contraction_tiles  # noqa: E402
+from tir_passes.passes import tile_sizes  # noqa: E402
 from tir_passes.passes.tiling import tile_function  # noqa: E402
 
 H200, A100 = gpu_spec("H200"), gpu_spec("A100")
@@ -59,8 +60,8 @@ def test_square_shapes_are_not_narrowed():
 def test_large_16_bit_gemms_get_wide_tiles_on_sm_90_only():
     for extents in ({"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 11008, "K": 4096}):   # tiles divide
         tiles = contraction_tiles(H200, "float16", extents)
-        # 4 stages: (128 + 256) × 64 × 2 bytes × 4 = 196,608 of the H200's 232,448 (measured faster than 3)
-        assert (tiles.m, tiles.n, tiles.k, tiles.warps, tiles.stages) == (128, 256, 64, 8, 4), extents
+        # WIDE_STAGES (3 since matmul's backward needed a stage more than the price counts at 4)
+        assert (tiles.m, tiles.n, tiles.k, tiles.warps, tiles.stages) == (128, 256, 64, 8, tile_sizes.WIDE_STAGES)
         assert contraction_tiles(A100, "float16", extents).n == 128
         assert contraction_tiles(H200, "float32", extents).n == 64   # fp32 keeps its tiles
     # small shapes, all launch: the base stays (the price must save CONFIDENCE to move it)
@@ -70,14 +71,14 @@ def test_large_16_bit_gemms_get_wide_tiles_on_sm_90_only():
 
 def test_wide_tiles_that_do_not_divide_need_room_for_the_staged_output_tile(monkeypatch):
     """Tiles that do not divide run the descriptor variant. It stores a plain contraction's output
-    through pointers, so 128×256 tiles at 4 stages fit (the H200's sweep: 77.9 µs against 103 at
+    through pointers, so 128×256 tiles fit at their stages (the H200's sweep: 77.9 µs against 103 at
     128×128); were the output tile staged for a TMA store, 128×256 into fp32 would not fit beside
     3 stages (its pointer fallback measured 1.8× slower than 128×128), into fp16 it would at 3."""
     from tir_passes.contracts import gemm_price
 
     extents = {"M": 3000, "N": 5000, "K": 1000}
     tiles = contraction_tiles(H200, "float16", extents, out_bytes=4)
-    assert (tiles.m, tiles.n, tiles.stages, tiles.warps) == (128, 256, 4, 8)
+    assert (tiles.m, tiles.n, tiles.stages, tiles.warps) == (128, 256, tile_sizes.WIDE_STAGES, 8)
     monkeypatch.setattr(gemm_price, "CONTRACTION_OUTPUT_STORE", "descriptors")
     into_fp32 = contraction_tiles(H200, "float16", extents, out_bytes=4)
     into_fp16 = contraction_tiles(H200, "float16", extents, out_bytes=2)

@@ -34,8 +34,12 @@ FILL_STAGES = 4      # and its stages: the loads of a memory-bound loop in fligh
 # stages of the wide sm_90 tiles where they fit: on the H200 (2026-12-02, gemm_tiles_gpu.py) 128×256×64
 # ran 4096³ in 199.0 µs at 4 stages against 205.2 at 3, 8192×11008×4096 in 1087.9 against 1101.7
 # (256×128×64 at 4: 1049.5), and 3000×5000×1000 with pointer stores 79.0 against 77.9 (2026-12-01); again
-# on 2026-12-02 (benchmarks/gemm_misses_gpu.py): 4096³ 198.5 against 206.0, 8192×11008×4096 1005.0 against 1009.1
-WIDE_STAGES = 4
+# on 2026-12-02 (benchmarks/gemm_misses_gpu.py): 4096³ 198.5 against 206.0, 8192×11008×4096 1005.0 against 1009.1.
+# But the final suite run of 2026-12-02 found matmul's backward (dC·Bᵀ, Aᵀ·dC: transposed operands) at 4
+# stages asking for 245,760 bytes of shared memory, one stage more than the price counts (196,608), and
+# failing on the H200 (OutOfResources). Until the price knows which operand layouts cost Triton the extra
+# buffer, wide tiles take the 3 stages that fit everywhere.
+WIDE_STAGES = PIPELINE_STAGES
 CONFIDENCE = 0.1     # the share of the base's price another tile must save to replace it
 ROW_ELEMENTS_PER_PROGRAM = 4096
 UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
