@@ -47,6 +47,10 @@ from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, st
 
 MIN_ROWS = 16          # rows per program at least: the partials' round trip (8 bytes a column) stays small
 PROGRAMS_PER_SM = 2    # whole-row programs resident per multiprocessor (a row of 8192 fp16 is 16 KiB a buffer)
+# Symbolic rows are left alone for now: the tail walk's bindings (`rows // 64 * 64 + r`, its partials
+# slot `rows // 64`) are right but not provable inside their domains by the bounds check, so a verified
+# compile refused examples/rmsnorm.py's backward (CI, 2026-12-02); the form is kept behind this switch
+SYMBOLIC_ROWS = False
 DETERMINISTIC_ROWS = 64   # deterministic or symbolic rows: R independent of the GPU and the rows
 
 
@@ -226,6 +230,8 @@ def row_partials(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False
     for run, columns, extent in _groups(stmts):
         names, column_names = _block_names(stmts, run), tuple(form[2].block.name_hint for _, form in columns)
         rows = static_int(extent)
+        if rows is None and not SYMBOLIC_ROWS:
+            continue
         if rows is None:  # symbolic: whole tiles of R rows, then a walk of the rows left (rows % R of them)
             per = DETERMINISTIC_ROWS
             full, programs, tail = extent // per, (extent + per - 1) // per, extent % per
