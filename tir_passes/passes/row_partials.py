@@ -199,6 +199,9 @@ def _groups(stmts: list):
                 for a in block_accesses(realize.block, include_init=True):
                     (written if a.is_store else read).add(a.buffer.name)
             i += 1
+        if not run:  # a row nest that starts no run (it does not join one): move past it
+            i += 1
+            continue
         columns, stored, touched = [], set(), set()  # by the statements between the run and a column nest
         for k in range(i, len(stmts)):
             form = _column_form(stmts[k], extent) if k not in claimed else None
