@@ -95,7 +95,7 @@ def test_a_saved_module_carries_its_backward(rmsnorm_kernel, tmp_path):
     for name in os.listdir(tmp_path):
         with open(tmp_path / name) as handle:
             imports = {line.split()[1] for line in handle if line.startswith(("import ", "from "))}
-        assert imports <= {"math", "numbers", "os", "torch", "triton", "triton.language", "__future__"}, imports
+        assert imports <= {"math", "numbers", "os", "threading", "torch", "triton", "triton.language", "__future__"}, imports
     module = import_module(path, interpret=True)
     op = module.as_torch_op("tirtrain::rmsnorm_saved")
     x, w = _leaves((4, 13), (13,), seed=5)
