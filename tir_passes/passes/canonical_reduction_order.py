@@ -20,7 +20,10 @@ element's reduction runs over the same values in the same order; T.init still ru
 first update). Reordering reduction loops among themselves is exact for a max, a min or an
 integer sum; for a float sum it moves the additions' order, as every tiled reduction of the
 kernels does anyway (tl.sum, tl.dot): the numerics check compares the result with TVM's build of
-the input, as after every pass.
+the input, as after every pass. Any other update (an arg-max's selection, whose ties go to the
+first element in loop order; a running value read by a second store) depends on the order its
+elements arrive in, so its reduction loops keep their written order: only the spatial loops move
+(random inputs have no ties, so the numerics check could not see the difference).
 
 Assumes: CanonicalLoopOrder ran (it orders the spatial loops; this pass keeps their order).
 """
@@ -64,6 +67,23 @@ def reduction_key(var: tirx.Var, loads: list, extent: int) -> tuple[int, int, in
     return best + (-extent,)
 
 
+COMMUTATIVE = (tirx.Add, tirx.Mul, tirx.Max, tirx.Min)
+
+
+def _order_free(block: s_tir.SBlock) -> bool:
+    """Whether the block's update is one store of a commutative combine of the stored element."""
+    store = block.body
+    if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, COMMUTATIVE):
+        return False
+    value = store.value
+
+    def is_self(expr) -> bool:
+        return (isinstance(expr, tvm.ir.TensorLoad) and expr.source.same_as(store.buffer)
+                and len(expr.indices) == len(store.indices)
+                and all(tvm_ffi.structural_equal(a, b) for a, b in zip(expr.indices, store.indices)))
+    return is_self(value.a) or is_self(value.b)
+
+
 def canonical_order(loops: list[tirx.For], realize: s_tir.SBlockRealize) -> list[int] | None:
     """The permutation of `loops` (new position -> old index), or None to leave the nest."""
     block = realize.block
@@ -84,6 +104,8 @@ def canonical_order(loops: list[tirx.For], realize: s_tir.SBlockRealize) -> list
         size = int(extent.value) if isinstance(extent, tirx.IntImm) else 0
         return reduction_key(kind_of[index].var, loads, size)
 
+    if not _order_free(block):
+        return spatial + reductions
     inner_first = sorted(reductions, key=lambda index: (key(index), -index))   # ties: as written
     return spatial + list(reversed(inner_first))
 
