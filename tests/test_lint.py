@@ -24,7 +24,7 @@ OVER_BUDGET = {
     "triton_codegen/cli.py": 413,
     "triton_codegen/emit_kernel.py": 724,
     "triton_codegen/gluon/from_tir.py": 554,
-    "triton_codegen/runtime_support.py": 450,
+    "triton_codegen/runtime_support.py": 500,
 }
 
 

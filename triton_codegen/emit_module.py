@@ -134,6 +134,8 @@ def _launch_function(kernel: TileKernel, plan: DescriptorPlan | None, src: Sourc
         with src.block("if programs <= 0:"):
             src.line("return  # an empty iteration space (a zero-size dimension): nothing to compute")
         src.line(f'check_grid("{kernel.name}", programs)')
+        pins = f', PINS["{kernel.name}"]' if kernel.deterministic else ""
+        src.line(f'check_config("{kernel.name}", config, TILE_SUMMARY["{kernel.name}"]{pins})')
         if kernel.persistent:
             per_sm = f'config.get("PROGRAMS_PER_SM", {kernel.programs_per_sm})'
             src.line(f"programs = persistent_programs(programs, {per_sm}, t)  # the tiles' loop walks the rest")

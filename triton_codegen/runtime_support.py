@@ -338,6 +338,50 @@ def check_grid(kernel, programs):
         raise LaunchError(f"kernel {kernel} needs {programs} programs, more than CUDA's grid limit of {_MAX_PROGRAMS}")
 
 
+_CHECKED_CONFIGS = set()  # (kernel, config items) that passed check_config
+
+
+def check_config(kernel, config, summary, pins=None):
+    """Refuse a config (CONFIGS[kernel][CHOSEN[kernel]], which a reader may edit) that breaks what
+    the kernel was compiled to assume; checked once per kernel and config."""
+    key = (kernel, tuple(config.items()))
+    if key in _CHECKED_CONFIGS:
+        return
+    problem = config_assumption_problem(summary, config, pins)
+    if problem:
+        raise LaunchError(f"CONFIGS[{kernel!r}] entry {config}: {problem}")
+    _CHECKED_CONFIGS.add(key)
+
+
+def config_assumption_problem(summary, config, pins=None):
+    """Why `config` would make the kernel of this tile summary wrong or uncompilable, or "": a block
+    size that is not a power of two (tl.arange), below the axis's minimum (a whole-axis tile, or
+    tl.dot's 16), or that does not divide a static extent whose tail mask was dropped; num_warps
+    not a power of two up to 32; num_stages below 1; a pinned setting of a deterministic kernel
+    changed (pins: {setting: value or (value, why)})."""
+    for dim in (summary or {}).get("dims", ()):
+        size = config.get(dim["block"])
+        if isinstance(size, bool) or not isinstance(size, int):
+            return f"{dim['block']} is {size!r}, not a block size"
+        if size < 1 or size & (size - 1):
+            return f"{dim['block']}={size} is not a power of two"
+        if size < dim["min"]:
+            return f"{dim['block']}={size} is below what axis {dim['axis']} needs ({dim['min']}: a whole-axis tile or tl.dot's minimum)"  # noqa: E501
+        if dim["even"] and isinstance(dim["extent"], int) and dim["extent"] % size:
+            return (f"{dim['block']}={size} does not divide the extent {dim['extent']} of axis {dim['axis']}, "
+                    "which the kernel reads and writes without a mask")
+    warps, stages = config.get("num_warps"), config.get("num_stages")
+    if isinstance(warps, bool) or not isinstance(warps, int) or warps < 1 or warps & (warps - 1) or warps > 32:
+        return f"num_warps={warps!r} is not a power of two up to 32"
+    if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
+        return f"num_stages={stages!r} is not a positive integer"
+    for name, pinned in (pins or {}).items():
+        value = pinned[0] if isinstance(pinned, tuple) else pinned
+        if config.get(name) != value:
+            return f"it changes {name} to {config.get(name)!r}, which the deterministic kernel pins at {value} (docs/determinism.md)"  # noqa: E501
+    return ""
+
+
 def _check_aliasing(params, values):
     tensors = [(p[0], p[4]) for p in params if p[1] == "buffer"]
     for name, written in tensors:

@@ -116,14 +116,13 @@ def config_problem(kernel: dict | None, default: dict, config: dict, sizes: dict
                                       minimum=dim["min"]):
                 return (f"{block}={size} breaks what the kernel assumes of that axis (extent "
                         f"{_extent(dim, sizes)}, at least {dim['min']}, divides it: {dim['even']})")
-    warps = config["num_warps"]
-    if warps < 1 or warps & (warps - 1) or warps > 32:
-        return f"num_warps={warps} is not a power of two up to 32"
-    if not keeps_pins(kernel, config):   # a deterministic module: the promise rests on them
-        changed = sorted(k for k, v in kernel["pinned"].items() if config.get(k) != v)
-        return f"it changes {', '.join(changed)}, which the deterministic kernel pins (docs/determinism.md)"
-    if config["num_stages"] < 1 or config.get("GROUP_M", 1) < 1:
-        return "num_stages and GROUP_M must be positive"
+    from .runtime_support import config_assumption_problem   # what a module's launch checks too
+
+    problem = config_assumption_problem(kernel, config, kernel.get("pinned"))
+    if problem:
+        return problem
+    if config.get("GROUP_M", 1) < 1:
+        return "GROUP_M must be positive"
     return ""
 
 
