@@ -9,14 +9,18 @@ imports torch and triton inside the function that uses them, and nothing of the 
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
 import os
+import re
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MEMORY_INSTRUCTION = re.compile(r"\b((?:ld|st)\.(?:global|shared)(?:\.[a-z0-9]+)*|ldmatrix[.a-z0-9]*|stmatrix[.a-z0-9]*"
+                                 r"|cp\.async\.bulk\.tensor|bar\.sync)")
 
 
 def on_path() -> None:
@@ -88,6 +92,11 @@ def graph_us(fn, rep: int = 25, warmup: int = 5) -> float | str:
         return bench_us(graph.replay, rep=rep, warmup=warmup)
     except Exception as err:  # noqa: BLE001 - reported in the row, the rest goes on
         return str(err)[:100]
+
+
+def instruction_counts(ptx: str) -> dict[str, int]:
+    """A kernel's PTX: global and shared loads and stores by width, ldmatrix/stmatrix, TMA copies, barriers."""
+    return dict(sorted(collections.Counter(_MEMORY_INSTRUCTION.findall(ptx)).items()))
 
 
 def failure(err: BaseException, limit: int = 200) -> str:
