@@ -57,21 +57,25 @@ def generate(folder: str, profile: str = "full", listings: bool = True, only: tu
 
 
 def case_variants(module, entry: dict) -> list[dict]:
-    """The default first, then each kernel's grid (the other kernels at their defaults), nearest
-    the default first; then the forced descriptor variants."""
+    """The default first, then where a kernel has a `_tma` variant the default forced through it,
+    then each kernel's grid (the other kernels at their defaults), nearest the default first; last
+    the other tiles forced through the descriptors. The order is what a run cut by its deadline keeps."""
     defaults = {name: module.CONFIGS[name][module.CHOSEN[name]] for name, _ in module.LAUNCHERS}
     variants = [{"label": "default", "assignment": defaults}]
+    forced = []
+    for name in entry["descriptor_kernels"]:
+        grid = kernel_grid(module.TILE_SUMMARY[name], defaults[name], entry["shape_vars"])
+        for config in [defaults[name]] + [c for c in grid if c["num_warps"] == FORCED_DESCRIPTOR_WARPS]:
+            label = "default" if config == defaults[name] else _label(name, config, len(defaults))
+            forced.append({"label": label + ", descriptors forced", "assignment": dict(defaults, **{name: config}),
+                           "descriptors": "forced"})
+    variants += forced[:1]
     for name in defaults:
         for config in kernel_grid(module.TILE_SUMMARY[name], defaults[name], entry["shape_vars"]):
             assignment = dict(defaults, **{name: config})
             if all(assignment != v["assignment"] for v in variants):
                 variants.append({"label": _label(name, config, len(defaults)), "assignment": assignment})
-    for name in entry["descriptor_kernels"]:
-        for config in kernel_grid(module.TILE_SUMMARY[name], defaults[name], entry["shape_vars"]):
-            if config["num_warps"] == FORCED_DESCRIPTOR_WARPS:
-                variants.append({"label": _label(name, config, len(defaults)) + ", descriptors forced",
-                                 "assignment": dict(defaults, **{name: config}), "descriptors": "forced"})
-    return variants
+    return variants + forced[1:]
 
 
 def kernel_grid(summary: dict, default: dict, sizes: dict) -> list[dict]:

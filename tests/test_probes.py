@@ -53,7 +53,8 @@ def test_the_grid_keeps_the_tuners_rules_within_the_probes_window(tmp_path):
     table = json.loads((tmp_path / "variants.json").read_text())["transpose_fp32_4096"]
     assert table[0] == {"label": "default", "assignment": {name: default}}
     forced = [v for v in table if v.get("descriptors") == "forced"]
-    assert forced and all(v["assignment"][name]["num_warps"] == generate.FORCED_DESCRIPTOR_WARPS for v in forced)
+    assert table[1] == forced[0] == dict(table[0], label="default, descriptors forced", descriptors="forced")
+    assert all(v["assignment"][name]["num_warps"] == generate.FORCED_DESCRIPTOR_WARPS for v in forced)
 
 
 def test_the_transpose_loads_and_stores_128_bit_vectors_on_both_sides(tmp_path):
