@@ -45,6 +45,8 @@ def run(folder: str, out: str, device: str = "cuda", deadline_s: float = DEADLIN
         table = json.load(handle)
     header = {"device": torch.cuda.get_device_name() if device == "cuda" else "CPU (Triton's interpreter)",
               "torch": torch.__version__}
+    if out:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     log = RowLog(out, header=header)
     if device == "cuda":
         suite._raise_clocks()

@@ -74,14 +74,14 @@ def test_the_transpose_loads_and_stores_128_bit_vectors_on_both_sides(tmp_path):
 
 def test_the_probe_checks_every_variant_in_the_interpreter(tmp_path, monkeypatch):
     generate.generate(str(tmp_path), "smoke", listings=False, only=("transpose_fp32_4096", "rmsnorm_fp16_16384x8192"))
-    result = probe.run(str(tmp_path), str(tmp_path / "out.json"), device="cpu")
+    result = probe.run(str(tmp_path), str(tmp_path / "OUT" / "out.json"), device="cpu")
     rows = [row for row in result["rows"] if "variant" in row]
     assert rows and all(row["ok"] for row in rows), [row for row in rows if not row.get("ok")]
     assert {row["case"] for row in rows} == {"transpose_fp32_4096", "rmsnorm_fp16_16384x8192"}
     assert [row["case"] for row in rows][0] == "transpose_fp32_4096"   # the misses first
     forced = [row for row in rows if row["variant"].endswith("descriptors forced")]
     assert forced and all(set(row["ran"].values()) == {"descriptors"} for row in forced)
-    assert json.loads((tmp_path / "out.json").read_text())["rows"] == result["rows"]
+    assert json.loads((tmp_path / "OUT" / "out.json").read_text())["rows"] == result["rows"]
 
 
 def test_a_forced_variant_runs_the_descriptor_kernel_where_every_tile_divides(tmp_path):
