@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from probe_common import (ROOT, RowLog, bench_us, compiled_into, default_config, failure, gemm_program,
+from probe_common import (ROOT, RowLog, bench_us, command, compiled_into, default_config, failure, gemm_program,
                           interpreted_smoke, load_module, write_json)
 
 # (program, M, N, K): linear is X·Wᵀ with a fp16 result, matmul A·B with a fp32 one (as the suite's)
@@ -297,11 +297,5 @@ def host_time(module, calls: int = HOST_CALLS) -> dict:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "generate":
-        generate(sys.argv[2])
-    elif sys.argv[1] == "host":
-        host(sys.argv[2] if len(sys.argv) > 2 else None)
-    elif sys.argv[1] == "smoke":
-        smoke()
-    else:
-        run(sys.argv[2], sys.argv[3])
+    command(sys.argv, generate, smoke, lambda folder, out, *_: run(folder, out),
+            host=lambda folder=None, *_: host(folder))

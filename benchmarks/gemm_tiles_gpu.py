@@ -16,8 +16,8 @@ import json
 import os
 import sys
 
-from probe_common import (ROOT, bench_us, compiled_into, default_config, failure, first_names, gemm_program,
-                          interpreted_smoke, load_module, write_json)
+from probe_common import (ROOT, bench_us, command, compiled_into, default_config, failure, first_names,
+                          gemm_program, interpreted_smoke, load_module, write_json)
 
 # (program, M, N, K): linear is X·Wᵀ with a fp16 result, matmul A·B with a fp32 one (as the suite's)
 CASES = {
@@ -129,9 +129,4 @@ def smoke() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "generate":
-        generate(sys.argv[2])
-    elif sys.argv[1] == "smoke":
-        smoke()
-    else:
-        run(sys.argv[2], sys.argv[3])
+    command(sys.argv, generate, smoke, lambda folder, out, *_: run(folder, out))

@@ -20,8 +20,8 @@ import os
 import sys
 import time
 
-from probe_common import (ROOT, bench_us, default_config, failure, first_names, interpreted_smoke, load_module,
-                          on_path, write_json)
+from probe_common import (ROOT, bench_us, command, default_config, failure, first_names, interpreted_smoke,
+                          load_module, on_path, write_json)
 
 SHAPE = (4096, 11008, 4096)     # M (tokens), N (hidden), K (model)
 SMOKE_SHAPE = (40, 48, 72)
@@ -173,11 +173,10 @@ def smoke() -> None:
     interpreted_smoke(generate_and_run)
 
 
+def _run_command(folder: str, out: str, *options: str) -> None:
+    limit = float(options[options.index("--deadline") + 1]) if "--deadline" in options else 80.0
+    run(folder, out, deadline=limit)
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "generate":
-        generate(sys.argv[2])
-    elif sys.argv[1] == "smoke":
-        smoke()
-    else:
-        limit = float(sys.argv[sys.argv.index("--deadline") + 1]) if "--deadline" in sys.argv else 80.0
-        run(sys.argv[2], sys.argv[3], deadline=limit)
+    command(sys.argv, generate, smoke, _run_command)

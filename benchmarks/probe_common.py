@@ -129,6 +129,19 @@ def write_json(path: str, value) -> None:
         json.dump(value, handle, indent=1)
 
 
+def command(argv: list[str], generate, smoke, run, **others) -> None:
+    """A probe's command line: `generate DIR`, `smoke`, another named command with the words after it,
+    else `run DIR OUT` (the words after the command, OUT's followers included, go to `run`)."""
+    if argv[1] == "generate":
+        generate(argv[2])
+    elif argv[1] == "smoke":
+        smoke()
+    elif argv[1] in others:
+        others[argv[1]](*argv[2:])
+    else:
+        run(*argv[2:])
+
+
 def interpreted_smoke(generate_and_run, limit: float = 1e-2) -> None:
     """A probe's CPU smoke: `generate_and_run(folder)` (a scratch folder) in Triton's interpreter
     returns its rows; each must have run with a relative error under `limit`."""

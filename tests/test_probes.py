@@ -101,3 +101,12 @@ def test_a_forced_variant_runs_the_descriptor_kernel_where_every_tile_divides(tm
         assert row["ok"], row
         ran.setdefault(forced, set()).add(row["ran"]["transpose_kernel0"].split(":")[0])
     assert ran == {None: {"pointers"}, "forced": {"descriptors"}}   # and forcing does not outlive its variant
+
+
+def test_a_probes_command_line_keeps_its_words():
+    calls = []
+    commands = dict(generate=lambda folder: calls.append(("generate", folder)), smoke=lambda: calls.append(("smoke",)),
+                    run=lambda *words: calls.append(("run",) + words), host=lambda *words: calls.append(("host",) + words))
+    for argv in (["p", "generate", "DIR"], ["p", "smoke"], ["p", "run", "DIR", "OUT", "--deadline", "9"], ["p", "host"]):
+        probe_common.command(argv, **commands)
+    assert calls == [("generate", "DIR"), ("smoke",), ("run", "DIR", "OUT", "--deadline", "9"), ("host",)]
