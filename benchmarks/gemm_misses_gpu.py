@@ -22,13 +22,14 @@ blocks read and write past the tensors), hence their infinite errors. It no long
 """
 
 import contextlib
-import importlib.util
 import json
 import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from probe_common import (ROOT, RowLog, bench_us, command, compiled_into, default_config, failure, gemm_program,
+                          interpreted_smoke, load_module, write_json)
+
 # (program, M, N, K): linear is X·Wᵀ with a fp16 result, matmul A·B with a fp32 one (as the suite's)
 CASES = {
     "matmul_3000x5000x1000": ("matmul", 3000, 5000, 1000),
@@ -42,14 +43,6 @@ WIDE = ((256, 128, 64, 4), (128, 256, 64, 4), (128, 256, 64, 3))   # other tiles
 HOST_CALLS = 2000
 HOST_BOUND_US = 60   # host times only for kernels shorter than this (the decode step, the small case)
 BUDGET_S = 80   # the run stops timing new rows past this (the lead's slot is 90 s)
-
-
-def _program(kind, m, n, k):
-    sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
-    from linear import make_linear
-    from matmul import make_matmul
-
-    return make_linear(m, n, k) if kind == "linear" else make_matmul(m, n, k)
 
 
 @contextlib.contextmanager
@@ -66,30 +59,18 @@ def _old_rules():
         gemm_price.CONTRACTION_OUTPUT_STORE, tile_sizes.WIDE_STAGES = before
 
 
-def _default(kernel) -> dict:
-    config = dict(kernel.block_sizes, num_warps=kernel.num_warps, num_stages=kernel.num_stages)
-    if kernel.group_m:
-        config["GROUP_M"] = kernel.group_m
-    return config
-
-
 def generate(out: str, cases=CASES) -> None:
-    sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
-    from triton_codegen import compile
-
     os.makedirs(out, exist_ok=True)
     table = {}
     for name, (kind, m, n, k) in cases.items():
-        new = compile(_program(kind, m, n, k), verify=False)
-        new.save(os.path.join(out, f"{name}.py"))
+        new = compiled_into(out, name, gemm_program(kind, m, n, k))
         kernel = new.program.kernels[0]
-        default = _default(kernel)
+        default = default_config(kernel)
         entry = {"kind": kind, "kernel": kernel.name, "variants": {"new default": ["new", default]}}
         if name != LAUNCH_CASE:
             with _old_rules():
-                old = compile(_program(kind, m, n, k), verify=False)
-            old.save(os.path.join(out, f"{name}_old.py"))
-            entry["variants"]["old default"] = ["old", _default(old.program.kernels[0])]
+                old = compiled_into(out, f"{name}_old", gemm_program(kind, m, n, k))
+            entry["variants"]["old default"] = ["old", default_config(old.program.kernels[0])]
             names = [dim.block for dim in kernel.dims]
             if any(extent % default[block] for extent, block in zip((m, n, k), names)):
                 entry["variants"]["new default, pointer kernel (USE_DESCRIPTORS off)"] = ["new", default, False]
@@ -99,15 +80,7 @@ def generate(out: str, cases=CASES) -> None:
                     entry["variants"][f"{bm}x{bn}x{bk} s{stages}"] = ["new", config]
         table[name] = entry
         print(name, {label: v[1] for label, v in entry["variants"].items()}, flush=True)
-    with open(os.path.join(out, "variants.json"), "w") as handle:
-        json.dump(table, handle, indent=1)
-
-
-def _load(path):
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    write_json(os.path.join(out, "variants.json"), table)
 
 
 def _tensors(module, device):
@@ -124,29 +97,21 @@ def run(folder: str, out: str, device: str = "cuda") -> list[dict]:
     sys.path.insert(0, ROOT)
     with open(os.path.join(folder, "variants.json")) as handle:
         table = json.load(handle)
-    rows, started = [], time.perf_counter()
-
-    def emit(row):   # the JSON rewritten at every row: a run stopped at its time limit keeps what it measured
-        row["elapsed_s"] = round(time.perf_counter() - started, 1)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        if out:
-            with open(out, "w") as handle:
-                json.dump(rows, handle, indent=1)
-
+    log = RowLog(out)
+    emit = log.emit
     timed = device == "cuda"
     for case, entry in table.items():
-        _time_case(folder, case, entry, device, emit, started)
+        _time_case(folder, case, entry, device, log)
     for case, entry in table.items():   # last: inductor's compiles take the longest
-        if timed and case != LAUNCH_CASE and time.perf_counter() - started < BUDGET_S:
-            a, b, _ = _tensors(_load(os.path.join(folder, f"{case}.py")), device)
+        if timed and case != LAUNCH_CASE and log.elapsed() < BUDGET_S:
+            a, b, _ = _tensors(load_module(os.path.join(folder, f"{case}.py")), device)
             try:
                 compiled = torch.compile(_peer(entry["kind"]), fullgraph=True)
                 compiled(a, b)
                 emit({"case": case, "variant": "torch.compile", "us": _time(lambda: compiled(a, b))})
             except Exception as err:  # noqa: BLE001 - reported, the rest goes on
-                emit({"case": case, "variant": "torch.compile", "failed": f"{type(err).__name__}: {str(err)[:200]}"})
-    return rows
+                emit({"case": case, "variant": "torch.compile", "failed": failure(err)})
+    return log.rows
 
 
 def _peer(kind):
@@ -155,21 +120,21 @@ def _peer(kind):
     return (lambda x, w: torch.nn.functional.linear(x, w)) if kind == "linear" else torch.matmul
 
 
-def _time_case(folder, case, entry, device, emit, started):
+def _time_case(folder, case, entry, device, log):
     """cuBLAS, then every variant of one case: its error against float64, do_bench, host times."""
     from triton_codegen.gpu_timing import assigned
 
-    modules = {"new": _load(os.path.join(folder, f"{case}.py"))}
+    modules = {"new": load_module(os.path.join(folder, f"{case}.py"))}
     if os.path.exists(os.path.join(folder, f"{case}_old.py")):
-        modules["old"] = _load(os.path.join(folder, f"{case}_old.py"))
+        modules["old"] = load_module(os.path.join(folder, f"{case}_old.py"))
     a, b, c = _tensors(modules["new"], device)
     reference = a.double() @ (b.double().T if entry["kind"] == "linear" else b.double())
     timed, peer = device == "cuda", _peer(entry["kind"])
     if timed:
-        emit({"case": case, "variant": "cuBLAS", "us": _time(lambda: peer(a, b))})
+        log.emit({"case": case, "variant": "cuBLAS", "us": _time(lambda: peer(a, b))})
     for label, (which, config, *descriptors) in entry["variants"].items():
-        if time.perf_counter() - started > BUDGET_S:
-            emit({"case": case, "variant": label, "failed": f"skipped: past the {BUDGET_S} s budget"})
+        if log.elapsed() > BUDGET_S:
+            log.emit({"case": case, "variant": label, "failed": f"skipped: past the {BUDGET_S} s budget"})
             continue
         module = modules[which]
         row = {"case": case, "variant": label, "config": config}
@@ -184,10 +149,10 @@ def _time_case(folder, case, entry, device, emit, started):
                 if label == "new default" and (row["us"] or 0) < HOST_BOUND_US:   # longer kernels hide the host
                     row["host"] = _host_times(module, [a, b, c], HOST_CALLS if timed else 3)
         except Exception as err:  # noqa: BLE001 - reported, the rest goes on
-            row["failed"] = f"{type(err).__name__}: {str(err)[:200]}"
+            row["failed"] = failure(err)
         finally:
             module.USE_DESCRIPTORS = True
-        emit(row)
+        log.emit(row)
 
 
 def _bare_launch(module, args):
@@ -272,23 +237,16 @@ def _host_times(module, args, calls: int) -> dict:
 
 
 def _time(fn) -> float:
-    from triton.testing import do_bench
-
-    return 1e3 * do_bench(fn, warmup=10, rep=40, return_mode="median")
+    return bench_us(fn, rep=40)
 
 
 def smoke() -> None:
     """Small cases through generate and run in Triton's interpreter, on the CPU: the run path and errors."""
-    import tempfile
+    def generate_and_run(folder):
+        generate(folder, {"matmul_small": ("matmul", 144, 96, 40), LAUNCH_CASE: CASES[LAUNCH_CASE]})
+        return run(folder, "", device="cpu")
 
-    os.environ["TRITON_INTERPRET"] = "1"
-    small = {"matmul_small": ("matmul", 144, 96, 40), LAUNCH_CASE: CASES[LAUNCH_CASE]}
-    with tempfile.TemporaryDirectory() as folder:
-        generate(folder, small)
-        rows = run(folder, "", device="cpu")
-    bad = [row for row in rows if "failed" in row or row["error"] > 1e-2]
-    assert not bad, bad
-    print(len(rows), "variants ran")
+    interpreted_smoke(generate_and_run)
 
 
 def host(folder: str | None = None) -> None:
@@ -302,7 +260,7 @@ def host(folder: str | None = None) -> None:
         path = os.path.join(folder, f"{LAUNCH_CASE}.py")
         if not os.path.exists(path):
             generate(folder, {LAUNCH_CASE: CASES[LAUNCH_CASE]})
-        print(json.dumps(host_time(_load(path))))
+        print(json.dumps(host_time(load_module(path))))
 
 
 def host_time(module, calls: int = HOST_CALLS) -> dict:
@@ -339,11 +297,5 @@ def host_time(module, calls: int = HOST_CALLS) -> dict:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "generate":
-        generate(sys.argv[2])
-    elif sys.argv[1] == "host":
-        host(sys.argv[2] if len(sys.argv) > 2 else None)
-    elif sys.argv[1] == "smoke":
-        smoke()
-    else:
-        run(sys.argv[2], sys.argv[3])
+    command(sys.argv, generate, smoke, lambda folder, out, *_: run(folder, out),
+            host=lambda folder=None, *_: host(folder))

@@ -12,12 +12,13 @@ variant (triton_codegen/hardware_model.py from the module's TILE_SUMMARY), for m
 """
 
 import glob
-import importlib.util
 import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from probe_common import (ROOT, bench_us, command, compiled_into, default_config, failure, first_names,
+                          gemm_program, interpreted_smoke, load_module, write_json)
+
 # (program, M, N, K): linear is X·Wᵀ with a fp16 result, matmul A·B with a fp32 one (as the suite's)
 CASES = {
     "linear_decode_16x4096x4096": ("linear", 16, 4096, 4096),
@@ -30,14 +31,6 @@ CASES = {
 SMOKE = {"linear_small": ("linear", 16, 96, 64), "matmul_small": ("matmul", 150, 100, 40)}
 
 
-def _program(kind, m, n, k):
-    sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
-    from linear import make_linear
-    from matmul import make_matmul
-
-    return make_linear(m, n, k) if kind == "linear" else make_matmul(m, n, k)
-
-
 def _variants(kernel, extents, out_bytes) -> dict[str, dict]:
     """Named configs of the kernel: the base tiles, each candidate of the size model, and the
     persistent grids (1 and 2 programs an SM) of the default."""
@@ -47,14 +40,12 @@ def _variants(kernel, extents, out_bytes) -> dict[str, dict]:
     spec = gpu_spec("H200")
     blocks = {dim.name: dim.block for dim in kernel.dims}
     names = list(dict.fromkeys(blocks.values()))   # BLOCK_M, BLOCK_N, BLOCK_K in the kernel's order
-    default = dict(kernel.block_sizes, num_warps=kernel.num_warps, num_stages=kernel.num_stages)
-    if kernel.group_m:
-        default["GROUP_M"] = kernel.group_m
+    default = default_config(kernel)
     sizes = tile_sizes.base_sizes(spec, "float16", extents)
     base = tile_sizes.GemmTiles(sizes["M"], sizes["N"], sizes["K"], tile_sizes.PIPELINE_STAGES,
                                 tile_sizes.contraction_warps(sizes))
-    candidates = [base] + tile_sizes.candidates_wide(spec, 2, extents, base, 1) + \
-        tile_sizes.candidates_filling(spec, 2, extents, base, 1, 1)
+    candidates = [base] + tile_sizes.candidates_wide(spec, 2, extents, base, out_bytes=out_bytes) + \
+        tile_sizes.candidates_filling(spec, 2, extents, base, batch=1)
     found = {"default": default}
     for tiles in candidates:
         config = dict(default, num_warps=tiles.warps, num_stages=tiles.stages)
@@ -66,35 +57,19 @@ def _variants(kernel, extents, out_bytes) -> dict[str, dict]:
     if kernel.persistent:
         for programs in (1, 2):
             found[f"default, persistent {programs}/SM"] = dict(default, PROGRAMS_PER_SM=programs)
-    unique: dict[str, dict] = {}
-    for name, config in found.items():   # the first name of each config (the default's is "default")
-        if config not in unique.values():
-            unique[name] = config
-    return unique
+    return first_names(found)
 
 
 def generate(out: str, cases=CASES) -> None:
-    sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
-    from triton_codegen import compile
-
     os.makedirs(out, exist_ok=True)
     table = {}
     for name, (kind, m, n, k) in cases.items():
-        compiled = compile(_program(kind, m, n, k), verify=False)
-        compiled.save(os.path.join(out, f"{name}.py"))
+        compiled = compiled_into(out, name, gemm_program(kind, m, n, k))
         kernel = compiled.program.kernels[0]
         table[name] = {"kernel": kernel.name, "variants": _variants(kernel, {"M": m, "N": n, "K": k},
                                                                      2 if kind == "linear" else 4)}
         print(name, kernel.name, compiled.program.kernels[0].block_sizes, len(table[name]["variants"]), "variants")
-    with open(os.path.join(out, "variants.json"), "w") as handle:
-        json.dump(table, handle, indent=1)
-
-
-def _load(path):
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    write_json(os.path.join(out, "variants.json"), table)
 
 
 def run(folder: str, out: str, device: str = "cuda", timed: bool = True) -> list[dict]:
@@ -111,7 +86,7 @@ def run(folder: str, out: str, device: str = "cuda", timed: bool = True) -> list
     rows = []
     for path in sorted(glob.glob(os.path.join(folder, "*.py"))):
         case = os.path.basename(path)[:-3]
-        module, entry = _load(path), table[case]
+        module, entry = load_module(path), table[case]
         kind = "linear" if "linear" in case else "matmul"
         generator = torch.Generator(device=device).manual_seed(0)
         a, b, c = ((torch.randn(*p[3], generator=generator, device=device).to(getattr(torch, p[2])) if not p[4]
@@ -132,38 +107,26 @@ def run(folder: str, out: str, device: str = "cuda", timed: bool = True) -> list
                     row["us"] = _time(lambda: module.run(a, b, c)) if timed else None
                 row["model_us"] = predict(summary, config, spec, sizes).seconds * 1e6
             except Exception as err:  # noqa: BLE001 - reported, the rest goes on
-                row["failed"] = f"{type(err).__name__}: {str(err)[:200]}"
+                row["failed"] = failure(err)
             rows.append(row)
             print(json.dumps(row), flush=True)
     if out:
-        with open(out, "w") as handle:
-            json.dump(rows, handle, indent=1)
+        write_json(out, rows)
     return rows
 
 
 def _time(fn) -> float:
-    from triton.testing import do_bench
-
-    return 1e3 * do_bench(fn, warmup=10, rep=60, return_mode="median")
+    return bench_us(fn, rep=60)
 
 
 def smoke() -> None:
     """Every variant of small cases in the interpreter, on the CPU: the run path and the errors."""
-    import tempfile
-
-    os.environ["TRITON_INTERPRET"] = "1"
-    with tempfile.TemporaryDirectory() as folder:
+    def generate_and_run(folder):
         generate(folder, SMOKE)
-        rows = run(folder, "", device="cpu", timed=False)
-    bad = [row for row in rows if "failed" in row or row["error"] > 1e-2]
-    assert not bad, bad
-    print(len(rows), "variants ran")
+        return run(folder, "", device="cpu", timed=False)
+
+    interpreted_smoke(generate_and_run)
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "generate":
-        generate(sys.argv[2])
-    elif sys.argv[1] == "smoke":
-        smoke()
-    else:
-        run(sys.argv[2], sys.argv[3])
+    command(sys.argv, generate, smoke, lambda folder, out, *_: run(folder, out))

@@ -15,13 +15,14 @@ do_bench (median, L2 flushed). Each row carries the hardware model's prediction
 (triton_codegen/hardware_model.py) for model-vs-measured.
 """
 
-import importlib.util
 import json
 import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from probe_common import (ROOT, bench_us, command, default_config, failure, first_names, interpreted_smoke,
+                          load_module, on_path, write_json)
+
 SHAPE = (4096, 11008, 4096)     # M (tokens), N (hidden), K (model)
 SMOKE_SHAPE = (40, 48, 72)
 # tile shapes the hardware may favour for two fp32 accumulators (each per dot: M×N×K, warps, stages)
@@ -36,9 +37,7 @@ def _variants(kernel, summary, shape) -> dict[str, dict]:
     from tir_passes.contracts.gpu_specs import gpu_spec
     from triton_codegen.search_space import block_size_allowed, kernel_space
 
-    default = dict(kernel.block_sizes, num_warps=kernel.num_warps, num_stages=kernel.num_stages)
-    if kernel.group_m:
-        default["GROUP_M"] = kernel.group_m
+    default = default_config(kernel)
     found = {"default": default}
     space = kernel_space(kernel.name, summary, default, gpu_spec("H200"), {})
     for config in space.configs[1:1 + SPACE_VARIANTS]:
@@ -49,11 +48,7 @@ def _variants(kernel, summary, shape) -> dict[str, dict]:
         if all(block_size_allowed(config[b], default=d["default"], extent=d["extent"], even=d["even"],
                                   minimum=d["min"]) for b, d in blocks.items() if isinstance(d["extent"], int)):
             found.setdefault("grid " + _label(config), config)
-    unique: dict[str, dict] = {}
-    for name, config in found.items():
-        if config not in unique.values():
-            unique[name] = config
-    return unique
+    return first_names(found)
 
 
 def _label(config: dict) -> str:
@@ -63,7 +58,7 @@ def _label(config: dict) -> str:
 
 
 def generate(out: str, shape=SHAPE) -> None:
-    sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
+    on_path()
     from swiglu import make_swiglu
     from triton_codegen import compile
 
@@ -73,18 +68,10 @@ def generate(out: str, shape=SHAPE) -> None:
     path = os.path.join(out, "swiglu.py")
     compiled.save(path)
     kernel = compiled.program.kernels[0]
-    summary = _load(path).TILE_SUMMARY[kernel.name]
+    summary = load_module(path).TILE_SUMMARY[kernel.name]
     variants = _variants(kernel, summary, shape)
-    with open(os.path.join(out, "variants.json"), "w") as handle:
-        json.dump({"kernel": kernel.name, "shape": shape, "variants": variants}, handle, indent=1)
+    write_json(os.path.join(out, "variants.json"), {"kernel": kernel.name, "shape": shape, "variants": variants})
     print(kernel.name, len(summary["dots"]), "dots,", len(variants), "variants; default", variants["default"])
-
-
-def _load(path):
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _peers(x, wg, wu):
@@ -116,7 +103,7 @@ def run(folder: str, out: str, device: str = "cuda", timed: bool = True, deadlin
     spec = gpu_for_device(torch.cuda.get_device_name()) if device == "cuda" else gpu_spec("H200")
     with open(os.path.join(folder, "variants.json")) as handle:
         table = json.load(handle)
-    module, name = _load(os.path.join(folder, "swiglu.py")), table["kernel"]
+    module, name = load_module(os.path.join(folder, "swiglu.py")), table["kernel"]
     m, n, k = table["shape"]
     flops = 2.0 * 2 * m * n * k
     generator = torch.Generator(device=device).manual_seed(0)
@@ -139,7 +126,7 @@ def run(folder: str, out: str, device: str = "cuda", timed: bool = True, deadlin
             try:
                 record({"variant": label, "peer": True}, fn)
             except Exception as err:  # noqa: BLE001 - reported, the rest goes on
-                rows.append({"variant": label, "peer": True, "failed": f"{type(err).__name__}: {str(err)[:200]}"})
+                rows.append({"variant": label, "peer": True, "failed": failure(err)})
     summary = module.TILE_SUMMARY[name]
     for label, config in table["variants"].items():
         row = {"variant": label, "config": config}
@@ -155,13 +142,12 @@ def run(folder: str, out: str, device: str = "cuda", timed: bool = True, deadlin
                 y.fill_(float("nan"))
                 record(row, ours)
         except Exception as err:  # noqa: BLE001 - reported, the rest goes on
-            rows.append(dict(row, failed=f"{type(err).__name__}: {str(err)[:200]}"))
+            rows.append(dict(row, failed=failure(err)))
             print(json.dumps(rows[-1]), flush=True)
     result = {"device": torch.cuda.get_device_name() if device == "cuda" else device, "shape": [m, n, k],
               "seconds": time.monotonic() - start, "rows": rows}
     if out:
-        with open(out, "w") as handle:
-            json.dump(result, handle, indent=1)
+        write_json(out, result)
     _print_summary(rows)
     return rows
 
@@ -175,29 +161,22 @@ def _print_summary(rows: list[dict]) -> None:
 
 
 def _time(fn) -> float:
-    from triton.testing import do_bench
-
-    return 1e3 * do_bench(fn, warmup=10, rep=50, return_mode="median")
+    return bench_us(fn, rep=50)
 
 
 def smoke() -> None:
     """Every variant of a small shape in the interpreter, on the CPU: the run path and the errors."""
-    import tempfile
-
-    os.environ["TRITON_INTERPRET"] = "1"
-    with tempfile.TemporaryDirectory() as folder:
+    def generate_and_run(folder):
         generate(folder, SMOKE_SHAPE)
-        rows = run(folder, "", device="cpu", timed=False, deadline=1e9)
-    bad = [row for row in rows if "failed" in row or row["error"] > 1e-2]
-    assert not bad, bad
-    print(len(rows), "variants ran")
+        return run(folder, "", device="cpu", timed=False, deadline=1e9)
+
+    interpreted_smoke(generate_and_run)
+
+
+def _run_command(folder: str, out: str, *options: str) -> None:
+    limit = float(options[options.index("--deadline") + 1]) if "--deadline" in options else 80.0
+    run(folder, out, deadline=limit)
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "generate":
-        generate(sys.argv[2])
-    elif sys.argv[1] == "smoke":
-        smoke()
-    else:
-        limit = float(sys.argv[sys.argv.index("--deadline") + 1]) if "--deadline" in sys.argv else 80.0
-        run(sys.argv[2], sys.argv[3], deadline=limit)
+    command(sys.argv, generate, smoke, _run_command)

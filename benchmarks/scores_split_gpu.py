@@ -16,12 +16,13 @@ with the Python launches (what the suite times) and of a CUDA graph's replay ("g
 every output checked against float64 first. torch.compile of the suite's peer beside.
 """
 
-import importlib.util
 import json
 import math
 import os
 import sys
 import time
+
+from probe_common import bench_us, graph_us, load_module, on_path, write_json
 
 M, N, D = 4096, 4096, 128
 SPLITS = (1, 2, 4, 8, 16, 32)
@@ -30,8 +31,7 @@ STORE_TILES = ((64, 128, 4), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 256
 
 
 def generate(out: str) -> None:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path[:0] = [root, os.path.join(root, "examples")]
+    on_path()
     from attention_scores import make_attention_scores
     from triton_codegen import compile
 
@@ -54,61 +54,7 @@ def generate(out: str) -> None:
 
 def _kernels():
     import triton
-    import triton.language as tl
-
-    @triton.jit
-    def stats(Q, K, m_part, l_part, chunk, scale_log2, D: tl.constexpr, BLOCK_I: tl.constexpr,
-              BLOCK_J: tl.constexpr):
-        row_tile = tl.program_id(0)
-        part = tl.program_id(1)
-        rows = row_tile * BLOCK_I + tl.arange(0, BLOCK_I)
-        d = tl.arange(0, D)
-        q = tl.load(Q + rows[:, None] * D + d[None, :])
-        m = tl.full([BLOCK_I], -3.4028234663852886e38, tl.float32)
-        l = tl.zeros([BLOCK_I], tl.float32)
-        for start in range(part * chunk, (part + 1) * chunk, BLOCK_J):
-            keys = start + tl.arange(0, BLOCK_J)
-            k = tl.load(K + keys[:, None] * D + d[None, :])
-            s = tl.dot(q, tl.trans(k))
-            new = tl.maximum(m, tl.max(s, axis=1))
-            l = l * tl.exp2((m - new) * scale_log2) + tl.sum(tl.exp2(s * scale_log2 - new[:, None] * scale_log2), 1)
-            m = new
-        tl.store(m_part + part * tl.num_programs(0) * BLOCK_I + rows, m)
-        tl.store(l_part + part * tl.num_programs(0) * BLOCK_I + rows, l)
-
-    @triton.jit
-    def store(Q, K, P, m_part, l_part, splits, rows_total, scale_log2, D: tl.constexpr, N: tl.constexpr,
-              BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr):
-        row_tile = tl.program_id(1)
-        key_tile = tl.program_id(0)
-        rows = row_tile * BLOCK_I + tl.arange(0, BLOCK_I)
-        m = tl.full([BLOCK_I], -3.4028234663852886e38, tl.float32)
-        for part in range(0, splits):
-            m = tl.maximum(m, tl.load(m_part + part * rows_total + rows))
-        l = tl.zeros([BLOCK_I], tl.float32)
-        for part in range(0, splits):
-            m_c = tl.load(m_part + part * rows_total + rows)
-            l += tl.load(l_part + part * rows_total + rows) * tl.exp2((m_c - m) * scale_log2)
-        d = tl.arange(0, D)
-        keys = key_tile * BLOCK_J + tl.arange(0, BLOCK_J)
-        q = tl.load(Q + rows[:, None] * D + d[None, :])
-        k = tl.load(K + keys[:, None] * D + d[None, :])
-        s = tl.dot(q, tl.trans(k))
-        p = tl.exp2(s * scale_log2 - m[:, None] * scale_log2) / l[:, None]
-        tl.store(P + rows[:, None] * N + keys[None, :], p)
-
-    @triton.jit
-    def combine(m_part, l_part, m_out, l_out, splits, rows_total, scale_log2, BLOCK_I: tl.constexpr):
-        rows = tl.program_id(0) * BLOCK_I + tl.arange(0, BLOCK_I)
-        m = tl.full([BLOCK_I], -3.4028234663852886e38, tl.float32)
-        for part in range(0, splits):
-            m = tl.maximum(m, tl.load(m_part + part * rows_total + rows))
-        l = tl.zeros([BLOCK_I], tl.float32)
-        for part in range(0, splits):
-            m_c = tl.load(m_part + part * rows_total + rows)
-            l += tl.load(l_part + part * rows_total + rows) * tl.exp2((m_c - m) * scale_log2)
-        tl.store(m_out + rows, m)
-        tl.store(l_out + rows, l)
+    from scores_split_kernels import combine, stats, store
 
     return triton, stats, store, combine
 
@@ -163,7 +109,6 @@ def _tensors(torch, device):
 
 def run(folder: str, out: str) -> None:
     import torch
-    from triton.testing import do_bench
 
     began = time.time()
     q, k, p, reference, m_part, l_part = _tensors(torch, "cuda")
@@ -174,36 +119,22 @@ def run(folder: str, out: str) -> None:
         launch()
         torch.cuda.synchronize()
         error = ((p.double() - reference).abs().max()).item()
-        us = 1e3 * do_bench(launch, warmup=5, rep=25, return_mode="median")
-        try:
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                launch()
-            graph_us = 1e3 * do_bench(graph.replay, warmup=5, rep=25, return_mode="median")
-        except Exception as err:  # noqa: BLE001 - reported, the rest goes on
-            graph_us = str(err)[:100]
-        return us, error, graph_us
+        return bench_us(launch, rep=25, warmup=5), error, graph_us(launch)
 
     rows = []
     for name in ("today", "compiled_split"):   # the compiler's modules: without SplitOnlineRows, with it
         path = os.path.join(folder, f"{name}.py")
         if not os.path.exists(path):
             continue
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        us, error, graph_us = timed(lambda module=module: module.run(q, k, p))
-        rows.append({"variant": f"{name} (module)", "us": us, "graph_us": graph_us, "max_abs_error": error,
+        module = load_module(path, name)
+        us, error, graph = timed(lambda module=module: module.run(q, k, p))
+        rows.append({"variant": f"{name} (module)", "us": us, "graph_us": graph, "max_abs_error": error,
                      "kernels": len(module.LAUNCHERS)})
         print(rows[-1], flush=True)
     compiled = torch.compile(lambda a, b: torch.softmax((a @ b.T).float() / math.sqrt(D), dim=1))
     compiled(q, k)
-    rows.append({"variant": "torch.compile", "us": 1e3 * do_bench(lambda: compiled(q, k), warmup=5, rep=25,
-                                                                  return_mode="median")})
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        compiled(q, k)
-    rows[-1]["graph_us"] = 1e3 * do_bench(graph.replay, warmup=5, rep=25, return_mode="median")
+    rows.append({"variant": "torch.compile", "us": bench_us(lambda: compiled(q, k), rep=25, warmup=5),
+                 "graph_us": graph_us(lambda: compiled(q, k))})
     print(rows[-1], flush=True)
     kernels = _kernels()
     combined = (torch.empty(M, device="cuda"), torch.empty(M, device="cuda"))
@@ -217,11 +148,11 @@ def run(folder: str, out: str) -> None:
                 for variant, three in forms:
                     row = {"variant": variant, "splits": splits, "stats": a, "store": b}
                     try:
-                        us, error, graph_us = timed(_split(kernels, q, k, p, m_part, l_part, splits, a, b, three))
+                        us, error, graph = timed(_split(kernels, q, k, p, m_part, l_part, splits, a, b, three))
                     except Exception as err:  # noqa: BLE001 - reported, the rest goes on
                         rows.append({**row, "error": str(err)[:200]})
                         continue
-                    rows.append({**row, "us": us, "graph_us": graph_us, "max_abs_error": error})
+                    rows.append({**row, "us": us, "graph_us": graph, "max_abs_error": error})
                     print(rows[-1], flush=True)
     best = {}
     for r in rows:
@@ -237,8 +168,7 @@ def run(folder: str, out: str) -> None:
     summary = {"best_graph_per_variant": [fastest_gpu[key] for key in sorted(fastest_gpu)],
                "sweep_complete": time.time() - began <= 48, "best_per_split": [best[key] for key in sorted(best)], "write_floor_us": M * N * 4 / 4.8e6,
                "device": torch.cuda.get_device_name(), "seconds": time.time() - began}
-    with open(out, "w") as handle:
-        json.dump({"rows": rows, "summary": summary}, handle, indent=1)
+    write_json(out, {"rows": rows, "summary": summary})
     print(json.dumps(summary, indent=1))
 
 
