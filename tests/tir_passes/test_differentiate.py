@@ -494,9 +494,34 @@ def test_the_gradient_follows_the_programs_own_tie_rule():
     grad = torch.tensor([1.0, 2.0, -1.0, 0.5], dtype=torch.float64)
     forward = llvm_forward(min_with_last_index, {"X": TIES})
     assert forward["I"].tolist() == [4, 4, 1, 4]
-    ours = llvm_gradients(min_with_last_index, ["X"], {"X": TIES, "I": forward["I"]}, {"V": grad})
+    ours = llvm_gradients(min_with_last_index, ["X"], {"X": TIES, **forward}, {"V": grad})
     expected = torch.zeros_like(TIES).scatter_(1, forward["I"].long()[:, None], grad[:, None])
     torch.testing.assert_close(ours["X"], expected, rtol=0, atol=0)
+
+
+@T.prim_func(s_tir=True)
+def max_from_zero(X: T.Buffer((2, 4), "float64"), V: T.Buffer((2,), "float64"), I: T.Buffer((2,), "int32")):
+    for i, k in T.grid(2, 4):
+        with T.sblock("relu_max"):  # the value starts at 0 and the index at 0, a valid index
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                I[vi] = 0
+                V[vi] = T.float64(0)
+            I[vi] = T.Select(V[vi] >= X[vi, vk], I[vi], vk)
+            V[vi] = T.Select(V[vi] >= X[vi, vk], V[vi], X[vi, vk])
+
+
+def test_an_index_never_set_gives_no_gradient():
+    """A row whose elements never beat the init keeps the init value and index 0: no element gets a gradient
+    (the index's init names an element, so the backward also checks that element against the value)."""
+    x = torch.tensor([[-1.0, -2.0, -0.5, -3.0], [-1.0, 2.0, 2.0, 0.5]], dtype=torch.float64)
+    grad = torch.tensor([1.5, 2.0], dtype=torch.float64)
+    forward = llvm_forward(max_from_zero, {"X": x})
+    assert forward["I"].tolist() == [0, 1]
+    ours = llvm_gradients(max_from_zero, ["X"], {"X": x, **forward}, {"V": grad})
+    expected = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(ours["X"], expected, rtol=0, atol=0)
+    assert set(signature(differentiate(max_from_zero, ["X"])).reads) == {"X", "V", "I"}
 
 
 def test_a_tuple_reduction_whose_index_is_not_its_values_is_refused():

@@ -12,7 +12,8 @@ conjunctions holding `V[s] == t` (topi's ties rule, `V > t or (V == t and I < k)
 `V > t ⇒ c ⇒ V >= t` (for a min, `<`): whenever the index moves to k the value becomes t = A[k], and
 whenever it stays the value stays the element the index names. So after the reduction V = t at
 k = I (or V is still its init, I never set, and V depends on no element): V's gradient goes to the
-element at the program's own index, `d t[k] = (k == I[s]) · dV[s]`, whatever tie rule `c` encodes
+element at the program's own index, `d t[k] = (k == I[s]) · dV[s]` (and `t == V[s]` where I's init is
+a valid index: forward.py decides, differentiate.py writes it), whatever tie rule `c` encodes
 (with topi's, the first maximal element: torch.max(dim)'s rule). The index itself carries no
 gradient (an integer, piecewise constant).
 Why: without the pair the block was refused; a max through its arg-max gives the gradient to one

@@ -259,11 +259,15 @@ class _Backward:
         return tirx.Select(tie, gradient / tirx.BufferLoad(count, list(block.out_indices)), zero)
 
     def _to_the_index(self, block: ForwardBlock, gradient):
-        """A tuple reduction's value: the element at the index the program computed takes the gradient."""
-        index, position = block.arg_index
+        """A tuple reduction's value: the element at the index the program computed takes the gradient (and,
+        where the index's init could name an element, only if it equals the value: one never taken does not)."""
+        index, position, guarded = block.arg_index
         at = tirx.BufferLoad(index, list(block.out_indices))
         here = position if dtype_of(position) == index.dtype else tirx.Cast(index.dtype, position)
-        return tirx.Select(here == at, gradient, tirx.const(0.0, self.acc))
+        taken = here == at
+        if guarded:
+            taken = tirx.And(taken, block.value == tirx.BufferLoad(block.output, list(block.out_indices)))
+        return tirx.Select(taken, gradient, tirx.const(0.0, self.acc))
 
     def _suffix_sum(self, block: ForwardBlock, upstream):
         """A running sum's element k feeds every output from k on: its gradient is the sum of the

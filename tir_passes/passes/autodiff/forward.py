@@ -38,7 +38,9 @@ class ForwardBlock:
     value: object            # SPATIAL: the stored value; SCAN: the element summed in; reductions: the term
     init: object | None      # reductions: the T.init value
     scan_var: object | None = None   # SCAN: the IterVar the running sum walks
-    arg_index: tuple | None = None   # a tuple reduction's value: (its index buffer, the reduction Var it takes)
+    # a tuple reduction's value: (its index buffer, the reduction Var it takes, whether an index never set can
+    # name an element: its T.init is not a constant outside the variable's range)
+    arg_index: tuple | None = None
 
     def reduce_vars(self) -> tuple:
         return tuple(iv.var for iv in self.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
@@ -103,7 +105,8 @@ def _read_nest(stmt, func_name: str) -> list:
             kind, value, scan_var = ARG_INDEX, store.value, None
         elif pair is not None:
             kind, value, scan_var = pair.kind, pair.term, None
-            arg_index = (pair.index.buffer, pair.position)
+            start = next((i.value for i in inits if i.buffer.same_as(pair.index.buffer)), None)
+            arg_index = (pair.index.buffer, pair.position, not _outside(start, pair.position, block))
         else:
             kind, value, scan_var = _kind_and_value(block, store, where)
         for other in stores:
@@ -227,6 +230,13 @@ def _check_read_after_written(blocks: tuple) -> None:
             if _reads(earlier.value, block.output) or (earlier.init is not None and _reads(earlier.init, block.output)):
                 raise NotDifferentiableError(f"{earlier.where()}: reads {block.output.name} before "
                                              f"{block.where()} writes it (the value passed in is overwritten)")
+
+
+def _outside(start, position, block) -> bool:
+    """The index's T.init is a constant no iteration takes (topi's -1): an index never set names no element."""
+    extent = next(iv.dom.extent for iv in block.iter_vars if iv.var.same_as(position))
+    return isinstance(start, tirx.IntImm) and isinstance(extent, tirx.IntImm) and \
+        not 0 <= int(start.value) < int(extent.value)
 
 
 def _is_zero(expr) -> bool:
