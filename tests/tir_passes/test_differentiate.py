@@ -419,3 +419,113 @@ def test_windows_shifts_and_constant_indices_are_inverted_as_gathers():
 def test_no_float_output_depending_on_wrt_is_refused():
     with pytest.raises(NotDifferentiableError, match="no float output depends on X0"):
         differentiate(elementwise(lambda x, w: w * c(2.0), 2), ["X0"])
+
+
+def llvm_forward(func, inputs: dict) -> dict:
+    """Every buffer parameter after TVM's llvm build of the forward `func` ran on `inputs` (outputs zeroed)."""
+    buffers = list(func.params)
+    values = [inputs.get(b.name, torch.zeros([int(d) for d in b.shape], dtype=getattr(torch, str(b.dtype))))
+              for b in buffers]
+    tensors = [tvm.runtime.tensor(v.numpy(), tvm.cpu(0)) for v in values]
+    tvm.compile(tvm.IRModule({"main": func}), target="llvm")(*tensors)
+    return {b.name: torch.from_numpy(t.numpy()) for b, t in zip(buffers, tensors)}
+
+
+@T.prim_func(s_tir=True)
+def max_with_index(X: T.Buffer((4, 5), "float64"), V: T.Buffer((4,), "float64"), I: T.Buffer((4,), "int32")):
+    for i, k in T.grid(4, 5):
+        with T.sblock("max_dim"):  # topi.argmax's block: (index, value), ties to the first index
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                I[vi] = -1
+                V[vi] = T.min_value("float64")
+            v_I: T.let[T.int32] = T.Select(V[vi] > X[vi, vk] or V[vi] == X[vi, vk] and I[vi] < vk, I[vi], vk)
+            v_V: T.let[T.float64] = T.Select(V[vi] > X[vi, vk], V[vi], X[vi, vk])
+            I[vi] = v_I
+            V[vi] = v_V
+
+
+@T.prim_func(s_tir=True)
+def min_with_last_index(X: T.Buffer((4, 5), "float64"), V: T.Buffer((4,), "float64"), I: T.Buffer((4,), "int32")):
+    for i, k in T.grid(4, 5):
+        with T.sblock("min_dim"):  # no lets, T.min for the value, ties to the last index
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                I[vi] = 0
+                V[vi] = T.max_value("float64")
+            I[vi] = T.Select(V[vi] < X[vi, vk], I[vi], vk)
+            V[vi] = T.min(V[vi], X[vi, vk])
+
+
+@T.prim_func(s_tir=True)
+def index_not_of_the_value(X: T.Buffer((4, 5), "float64"), V: T.Buffer((4,), "float64"), I: T.Buffer((4,), "int32")):
+    for i, k in T.grid(4, 5):
+        with T.sblock("mixed"):  # a max's value with a min's index: which element V came from is unknown
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                I[vi] = 0
+                V[vi] = T.min_value("float64")
+            I[vi] = T.Select(V[vi] < X[vi, vk], I[vi], vk)
+            V[vi] = T.max(V[vi], X[vi, vk])
+
+
+TIES = torch.tensor([[1.0, 4.0, 4.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0], [3.0, -1.0, 2.0, 3.0, 3.0],
+                     [-5.0, -2.0, -7.0, -2.0, -9.0]], dtype=torch.float64)
+
+
+def test_a_max_with_its_index_gives_the_gradient_to_the_index_as_torch_max_dim():
+    """A tuple (value, index) reduction (topi's arg-max block, ties to the first index): the value's gradient
+    goes to the element at the program's index, torch.max(dim)'s rule (one element, not shared among ties)."""
+    grad = torch.tensor([1.0, 2.0, -1.0, 0.5], dtype=torch.float64)
+    forward = llvm_forward(max_with_index, {"X": TIES})
+    leaf = TIES.clone().requires_grad_()
+    values, indices = torch.max(leaf, dim=1)
+    values.backward(grad)
+    assert torch.equal(forward["I"].long(), indices) and torch.equal(forward["V"], values.detach())
+    ours = llvm_gradients(max_with_index, ["X"], {"X": TIES, "I": forward["I"]}, {"V": grad})
+    torch.testing.assert_close(ours["X"], leaf.grad, rtol=0, atol=0)
+    backward = differentiate(max_with_index, ["X"])
+    assert signature(backward).reads == ("I",)   # the index is saved and passed in, X is not read
+    assert [(v.buffer, v.decision) for v in forward_values(backward)] == [("I", "saved")]
+
+
+def test_the_gradient_follows_the_programs_own_tie_rule():
+    """A min whose index takes the last tie: the gradient goes to that element (torch.amin would share it)."""
+    grad = torch.tensor([1.0, 2.0, -1.0, 0.5], dtype=torch.float64)
+    forward = llvm_forward(min_with_last_index, {"X": TIES})
+    assert forward["I"].tolist() == [4, 4, 1, 4]
+    ours = llvm_gradients(min_with_last_index, ["X"], {"X": TIES, **forward}, {"V": grad})
+    expected = torch.zeros_like(TIES).scatter_(1, forward["I"].long()[:, None], grad[:, None])
+    torch.testing.assert_close(ours["X"], expected, rtol=0, atol=0)
+
+
+@T.prim_func(s_tir=True)
+def max_from_zero(X: T.Buffer((2, 4), "float64"), V: T.Buffer((2,), "float64"), I: T.Buffer((2,), "int32")):
+    for i, k in T.grid(2, 4):
+        with T.sblock("relu_max"):  # the value starts at 0 and the index at 0, a valid index
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                I[vi] = 0
+                V[vi] = T.float64(0)
+            I[vi] = T.Select(V[vi] >= X[vi, vk], I[vi], vk)
+            V[vi] = T.Select(V[vi] >= X[vi, vk], V[vi], X[vi, vk])
+
+
+def test_an_index_never_set_gives_no_gradient():
+    """A row whose elements never beat the init keeps the init value and index 0: no element gets a gradient
+    (the index's init names an element, so the backward also checks that element against the value)."""
+    x = torch.tensor([[-1.0, -2.0, -0.5, -3.0], [-1.0, 2.0, 2.0, 0.5]], dtype=torch.float64)
+    grad = torch.tensor([1.5, 2.0], dtype=torch.float64)
+    forward = llvm_forward(max_from_zero, {"X": x})
+    assert forward["I"].tolist() == [0, 1]
+    ours = llvm_gradients(max_from_zero, ["X"], {"X": x, **forward}, {"V": grad})
+    expected = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(ours["X"], expected, rtol=0, atol=0)
+    assert set(signature(differentiate(max_from_zero, ["X"])).reads) == {"X", "V", "I"}
+
+
+def test_a_tuple_reduction_whose_index_is_not_its_values_is_refused():
+    with pytest.raises(NotDifferentiableError) as info:
+        differentiate(index_not_of_the_value, ["X"])
+    message = str(info.value)
+    assert message.startswith("block mixed (") and "tuple reduction whose index I" in message, message

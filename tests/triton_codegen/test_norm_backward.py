@@ -108,36 +108,26 @@ def test_rmsnorm_without_weight_has_no_partials():
     assert row_partials(rewrite(backward, gpu_spec("H200"))) == []
 
 
-def test_symbolic_rows_are_left_alone_and_verify():
-    """The tail walk of symbolic rows is not provable in bounds (its form is behind row_partials.SYMBOLIC_ROWS):
-    examples/rmsnorm.py's backward keeps its nests and compiles with every check."""
-    import rmsnorm
-
-    backward = differentiate(rmsnorm.make_rmsnorm(20), ["X", "weight"])
-    assert row_partials(rewrite(backward, gpu_spec("H200"))) == []
-    compile(backward)   # verify=True: the bounds check passes
-
-
-def test_symbolic_rows_are_whole_tiles_then_a_walk_of_the_rows_left(monkeypatch):
-    """examples/rmsnorm.py (symbolic rows): programs of 64 rows, one walk of the rows % 64 left (its partials the
-    last row of the partials), the sum: 3 kernels, right at 37 rows (no whole tile) and 150 (2 tiles and 22)."""
+def test_symbolic_rows_are_one_predicated_walk_that_verifies():
+    """examples/rmsnorm.py (symbolic rows): cdiv(rows, 64) programs of 64 rows, the last one's rows past `rows`
+    masked by a predicate the bounds check proves: 2 kernels as for static rows, compiled with every check,
+    right at 37 rows (one ragged program), 64 (one whole), 150 (two whole and a ragged one) and 1."""
     import rmsnorm
 
     def reference(x, w):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
 
-    from tir_passes.passes import row_partials as row_partials_pass
-
-    monkeypatch.setattr(row_partials_pass, "SYMBOLIC_ROWS", True)
     backward = differentiate(rmsnorm.make_rmsnorm(20), ["X", "weight"])
     [plan] = row_partials(rewrite(backward, gpu_spec("H200")))
     assert plan.taken and plan.rows_per_program == 64 and "symbolic" in plan.reason
-    assert plan.partial_blocks == ("d_weight_from_normalize_rows", "d_weight_from_normalize_rows_tail")
-    kernel = compile(backward, verify=False)
-    assert len(kernel.program.kernels) == 3
-    # the whole tiles and the tail together write every row of d_X (param_reads.py): an output the op allocates
+    assert plan.partial_blocks == ("d_weight_from_normalize_rows",)
+    kernel = compile(backward)   # verify=True: bounds, numerics, contracts, every check
+    assert len(kernel.program.kernels) == 2
+    rows_kernel = kernel.source.split("@triton.jit")[1]
+    assert rows_kernel.count("tl.load(X_ptr") == 1 and rows_kernel.count("tl.load(d_Y_ptr") == 1
+    # the predicated rows together write every row of d_X (param_reads.py): an output the op allocates
     assert "OUTPUTS = ('d_X', 'd_weight')" in kernel.source
-    for rows in (37, 150):
+    for rows in (37, 64, 150, 1):
         generator = torch.Generator().manual_seed(rows)
         inputs = [torch.randn(shape, generator=generator) for shape in ((rows, 20), (20,))]
         _, grad, expected = torch_reference(reference, inputs)
@@ -145,3 +135,32 @@ def test_symbolic_rows_are_whole_tiles_then_a_walk_of_the_rows_left(monkeypatch)
         for param, value in zip(["X", "weight"], expected):
             error = ((ours[param] - value).abs().max() / value.abs().max()).item()
             assert error <= 1e-3, f"{rows} rows: d{param} differs from torch autograd by {error:.2e} (relative)"
+
+
+@T.prim_func(s_tir=True)
+def rms_prime_rows(A: T.Buffer((37, 20), "float32"), scale: T.Buffer((20,), "float32"),
+                   B: T.Buffer((37, 20), "float32")):
+    ms = T.sblock_alloc_buffer((37,), "float32")
+    for row, col in T.grid(37, 20):
+        with T.sblock("mean_square"):
+            r, c = T.axis.remap("SR", [row, col])
+            with T.init():
+                ms[r] = T.float32(0)
+            ms[r] = ms[r] + A[r, c] * A[r, c] / T.float32(20)
+    for row, col in T.grid(37, 20):
+        with T.sblock("out"):
+            r, c = T.axis.remap("SS", [row, col])
+            B[r, c] = scale[c] * (A[r, c] / T.sqrt(ms[r] + T.float32(1e-6)))
+
+
+def test_static_rows_without_a_near_divisor_take_a_ragged_last_program():
+    """37 static rows (prime): no divisor within [16, 32], so 3 programs of 16 rows, the last one predicated
+    (before: the smallest divisor at least 16, 37 itself, one program walking every row)."""
+    def reference(a, s):
+        return s * (a / torch.sqrt((a * a).mean(-1, keepdim=True) + 1e-6))
+
+    backward = differentiate(rms_prime_rows, ["A", "scale"])
+    [plan] = row_partials(rewrite(backward, gpu_spec("H200")))
+    assert (plan.rows_per_program, plan.programs) == (16, 3) and "ragged" in plan.reason
+    _check(rms_prime_rows, ["A", "scale"], reference, [(37, 20), (20,)], kernels=2)
+    compile(backward)   # every check

@@ -114,3 +114,34 @@ def test_an_input_not_in_wrt_gets_no_gradient():
     expected, = _grads_of(lambda w: rmsnorm_reference(x.detach(), w), [w.detach().clone().requires_grad_()],
                           torch.ones(3, 13))
     torch.testing.assert_close(w.grad, expected, rtol=1e-4, atol=1e-5)
+
+
+@T.prim_func(s_tir=True)
+def max_with_index(X: T.Buffer((6, 37), "float32"), V: T.Buffer((6,), "float32"), I: T.Buffer((6,), "int32")):
+    for i, k in T.grid(6, 37):
+        with T.sblock("max_dim"):  # topi.argmax's (index, value) block, both outputs: torch.max(dim)
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                I[vi] = -1
+                V[vi] = T.min_value("float32")
+            v_I: T.let[T.int32] = T.Select(V[vi] > X[vi, vk] or V[vi] == X[vi, vk] and I[vi] < vk, I[vi], vk)
+            v_V: T.let[T.float32] = T.Select(V[vi] > X[vi, vk], V[vi], X[vi, vk])
+            I[vi] = v_I
+            V[vi] = v_V
+
+
+def test_a_max_with_its_index_trains_like_torch_max_dim():
+    """Forward and backward compiled with every check; the op saves the index output for its backward, which
+    gives each row's gradient to that one element: torch.max(dim)'s values and indices and gradient, with ties."""
+    kernel = compile(max_with_index, wrt=["X"])
+    assert len(kernel.backward.program.kernels) == 1
+    op = kernel.as_torch_op("tirtrain::max_dim")
+    x = torch.randint(0, 4, (6, 37), generator=torch.Generator().manual_seed(0)).float().requires_grad_()
+    grad = torch.randn(6, generator=torch.Generator().manual_seed(1))
+    values, indices = op(x)
+    values.backward(grad)
+    leaf = x.detach().clone().requires_grad_()
+    theirs, their_indices = torch.max(leaf, dim=1)
+    theirs.backward(grad)
+    assert torch.equal(indices.long(), their_indices) and torch.equal(values.detach(), theirs.detach())
+    assert torch.equal(x.grad, leaf.grad)

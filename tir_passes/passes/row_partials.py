@@ -23,11 +23,13 @@ Why: without it the column reductions re-read X and dY down the columns, and the
 they read are recomputed in kernels of their own (LoopFusion cannot move a statistic with several
 reader nests): LayerNorm's backward was 7 kernels moving 8 bytes per element against the floor's 6.
 Assumes: HoistAllocations ran (intermediates are root allocations); unscheduled nests (a backward
-from `differentiate`). Static rows: R divides them (the smallest divisor at least the target, so no
-predicate is needed). Symbolic rows: R = 64, `rows // 64` whole tiles, then one walk of the
-`rows % 64` rows left (a copy of the nest with fresh variables, blocks named `*_tail`), whose
-partials are the last of `cdiv(rows, 64)` (a predicate on every block fails Tiling's affine-binding
-check; the tail is a second, one-program kernel).
+from `differentiate`). R: a divisor of static rows within [target, 2·target] (no predicate), else R =
+target (DETERMINISTIC_ROWS for symbolic rows) and `cdiv(rows, R)` programs whose last one is ragged: every
+row block gets the predicate `t·R + r < rows` (the split form TVM's schedule reads as an affine binding),
+and the partial block, whose bindings `t` and `r` are separate, takes its summand under
+`if_then_else(t·R + r < rows, e, 0)` instead (the lowering masks the loads of the untaken side). Both are
+provable in bounds by the analyzer (`t·R + r >= 0` from the loop ranges, `< rows` from the condition;
+the partials' row `t` from its loop), so a verified compile takes symbolic rows.
 """
 
 from __future__ import annotations
@@ -47,10 +49,6 @@ from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, st
 
 MIN_ROWS = 16          # rows per program at least: the partials' round trip (8 bytes a column) stays small
 PROGRAMS_PER_SM = 2    # whole-row programs resident per multiprocessor (a row of 8192 fp16 is 16 KiB a buffer)
-# Symbolic rows are left alone for now: the tail walk's bindings (`rows // 64 * 64 + r`, its partials
-# slot `rows // 64`) are right but not provable inside their domains by the bounds check, so a verified
-# compile refused examples/rmsnorm.py's backward (CI, 2026-12-02); the form is kept behind this switch
-SYMBOLIC_ROWS = False
 DETERMINISTIC_ROWS = 64   # deterministic or symbolic rows: R independent of the GPU and the rows
 
 
@@ -134,21 +132,25 @@ def _partial_buffer(form, programs):
     return tirx.decl_buffer((programs, j_loop.extent), total.dtype, f"{total.name}_rows", layout=None)
 
 
-def _partial_walk(form, partial, t_value, r, per, walked, name: str) -> tirx.For:
-    """`C_rows[t, j] += e(t·R + r, j)` over the columns, at program `t_value`, row `r` of `walked`."""
+def _partial_walk(form, partial, t, r, per, rows, name: str) -> tirx.For:
+    """`C_rows[t, j] += e(t·R + r, j)` over the columns, at program `t`, row `r` of its R; where the last
+    program is ragged (`rows` given), the summand under `if_then_else(t·R + r < rows, e, 0)`."""
     j_loop, _, realize, vi, vj, summand = form
     block, total = realize.block, realize.block.body.buffer
     vt = tirx.IterVar(tvm.ir.Range(0, partial.shape[0]), tirx.Var("vt", "int32"), tirx.IterVar.DataPar)
-    vr = tirx.IterVar(tvm.ir.Range(0, walked), tirx.Var("vr", "int32"), tirx.IterVar.CommReduce)
+    vr = tirx.IterVar(tvm.ir.Range(0, per), tirx.Var("vr", "int32"), tirx.IterVar.CommReduce)
     row = {vi.var: vt.var * per + vr.var}
     reads = [_substitute(region, row) for region in block.reads if not region.source.same_as(total)]
     here = [vt.var, vj.var]
-    body = tirx.BufferStore(partial, tirx.Add(tirx.BufferLoad(partial, here), _substitute(summand, row)), here)
+    term = _substitute(summand, row)
+    if rows is not None:
+        term = tirx.if_then_else(vt.var * per + vr.var < rows, term, tirx.const(0, term.ty.dtype))
+    body = tirx.BufferStore(partial, tirx.Add(tirx.BufferLoad(partial, here), term), here)
     init = tirx.BufferStore(partial, block.init.value, here)
     rows_block = s_tir.SBlock([vt, vj, vr], [_region(partial, here)] + reads, [_region(partial, here)],
                               name, body, init)
     j = tirx.Var(j_loop.loop_var.name, "int32")
-    return tirx.For(j, 0, j_loop.extent, tirx.ForKind.SERIAL, s_tir.SBlockRealize([t_value, j, r], True, rows_block))
+    return tirx.For(j, 0, j_loop.extent, tirx.ForKind.SERIAL, s_tir.SBlockRealize([t, j, r], True, rows_block))
 
 
 def _sum_block(form, partial) -> s_tir.SBlock:
@@ -164,22 +166,27 @@ def _sum_block(form, partial) -> s_tir.SBlock:
                         tirx.BufferStore(total, block.init.value, [sj.var]))
 
 
-def _tail_copy(stmt, name_suffix: str):
-    """The nest with fresh variables and its blocks renamed (the walk of the rows after the last whole tile)."""
-    defined: list = []
-    tvm_ffi.structural_walk(stmt, [(tirx.For, lambda loop: defined.append(loop.loop_var)),
-                                   (s_tir.SBlock, lambda b: defined.extend(iv.var for iv in b.iter_vars))])
-    fresh = _substitute(stmt, {var: tirx.Var(var.name, "int32") for var in defined})  # loop and block variables
-    renamed = (s_tir.SBlock, lambda b: replace_block(b, name_hint=b.name_hint + name_suffix))
-    return tvm_ffi.structural_map(fresh, renamed)
+def _predicated(stmt, condition):
+    """`stmt` with `condition` added to every block's predicate (the rows of a ragged last program)."""
+    def add(realize):
+        predicate = realize.predicate
+        always = isinstance(predicate, tirx.IntImm) and bool(predicate.value)
+        return s_tir.SBlockRealize(realize.iter_values, condition if always else tirx.And(predicate, condition),
+                                   realize.block)
+
+    return tvm_ffi.structural_map(stmt, (s_tir.SBlockRealize, add))
 
 
-def rows_per_program(spec: GpuSpec, rows: int, deterministic: bool) -> int:
-    """The smallest divisor of the rows at least the target: enough programs to fill the GPU
-    (PROGRAMS_PER_SM each), at least MIN_ROWS rows each (DETERMINISTIC_ROWS when deterministic)."""
+def rows_per_program(spec: GpuSpec, rows: int | None, deterministic: bool) -> int:
+    """R: the target (enough programs to fill the GPU, PROGRAMS_PER_SM each, at least MIN_ROWS rows each;
+    DETERMINISTIC_ROWS when deterministic or the rows are symbolic), or the smallest divisor of static rows
+    within [target, 2·target] (whole programs, no predicate) where there is one."""
+    if rows is None:
+        return DETERMINISTIC_ROWS
     target = DETERMINISTIC_ROWS if deterministic else max(MIN_ROWS, math.ceil(rows / (PROGRAMS_PER_SM *
                                                                                      spec.multiprocessors)))
-    return next(d for d in range(min(target, rows), rows + 1) if rows % d == 0)
+    target = min(target, rows)
+    return next((d for d in range(target, min(2 * target, rows) + 1) if rows % d == 0), target)
 
 
 def _groups(stmts: list):
@@ -233,42 +240,32 @@ def row_partials(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False
     for run, columns, extent in _groups(stmts):
         names, column_names = _block_names(stmts, run), tuple(form[2].block.name_hint for _, form in columns)
         rows = static_int(extent)
-        if rows is None and not SYMBOLIC_ROWS:
-            continue
-        if rows is None:  # symbolic: whole tiles of R rows, then a walk of the rows left (rows % R of them)
-            per = DETERMINISTIC_ROWS
-            full, programs, tail = extent // per, (extent + per - 1) // per, extent % per
-        else:
-            per = rows_per_program(spec, rows, deterministic)
-            full = programs = rows // per
-            tail = None
+        per = rows_per_program(spec, rows, deterministic)
+        ragged = rows is None or rows % per != 0   # the last program walks fewer than R rows
+        # cdiv; symbolic, written `+ (R - 1)`, which TVMScript prints as it parses (`+ R - 1` re-parses folded)
+        programs = (extent + (per - 1)) // per if rows is None else -(-rows // per)
         t, r = tirx.Var("t", "int32"), tirx.Var("r", "int32")
         body = [_substitute(stmts[k].body, {stmts[k].loop_var: t * per + r}) for k in run]
-        tail_body = [_substitute(stmts[k].body, {stmts[k].loop_var: full * per + r}) for k in run]
-        sums, partial_blocks = [], []
+        if ragged:
+            body = [_predicated(stmt, t * per + r < extent) for stmt in body]
+        sums = []
         for k, form in columns:
             partial = _partial_buffer(form, programs)
-            name = f"{form[2].block.name_hint}_rows"
-            body.append(_partial_walk(form, partial, t, r, per, per, name))
-            tail_body.append(_partial_walk(form, partial, full, r, per, tail if tail is not None else per, name))
+            body.append(_partial_walk(form, partial, t, r, per, extent if ragged else None,
+                                      f"{form[2].block.name_hint}_rows"))
             buffers.append(partial)
-            partial_blocks += [name, f"{name}_tail"] if tail is not None else [name]
             sums.append(_sum_block(form, partial))
             removed.add(k)
-        walk = tirx.For(r, 0, per, tirx.ForKind.SERIAL, tirx.SeqStmt(body))
-        fused = [tirx.For(t, 0, full, tirx.ForKind.SERIAL, walk)]
-        if tail is not None:
-            fused.append(_tail_copy(tirx.For(r, 0, tail, tirx.ForKind.SERIAL, tirx.SeqStmt(tail_body)), "_tail"))
+        fused = tirx.For(t, 0, programs, tirx.ForKind.SERIAL, tirx.For(r, 0, per, tirx.ForKind.SERIAL,
+                                                                        tirx.SeqStmt(body)))
         one_extent = all(tvm_ffi.structural_equal(b.iter_vars[0].dom.extent, sums[0].iter_vars[0].dom.extent)
                          for b in sums)
-        placed[run[0]] = fused + ([_sum_nest(sums)] if one_extent else [_sum_nest([b]) for b in sums])
+        placed[run[0]] = [fused] + ([_sum_nest(sums)] if one_extent else [_sum_nest([b]) for b in sums])
         removed |= set(run)
-        reason = (f"{rows // per} programs of {per} rows (at least {MIN_ROWS}, {PROGRAMS_PER_SM} per "
-                  f"multiprocessor, dividing {rows})") if tail is None else \
-            (f"rows symbolic ({extent}): programs of {per} rows, then one walk of the {extent} % {per} rows left "
-             "(its partials the last row of the partials)")
+        partial_blocks = tuple(f"{form[2].block.name_hint}_rows" for _, form in columns)
         plans.append(RowPartialsPlan(names, column_names, tuple(b.name for b in buffers[-len(columns):]),
-                                     tuple(partial_blocks), per, static_int(programs) or 0, True, reason))
+                                     partial_blocks, per, static_int(programs) or 0, True,
+                                     _reason(rows, extent, per, programs)))
     if not plans:
         return func
     out = []
@@ -277,6 +274,17 @@ def row_partials(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = False
     func = with_root_block(func, replace_block(root, body=tirx.SeqStmt(out),
                                                alloc_buffers=list(root.alloc_buffers) + buffers))
     return write_row_partials(func, plans)
+
+
+def _reason(rows: int | None, extent, per: int, programs) -> str:
+    if rows is None:
+        return (f"rows symbolic ({extent}): cdiv({extent}, {per}) programs of {per} rows, the last one's rows "
+                f"past {extent} masked (predicate t * {per} + r < {extent})")
+    if rows % per:
+        return (f"{programs} programs of {per} rows, the last one ragged (no divisor of {rows} within "
+                f"[{per}, {2 * per}])")
+    return (f"{programs} programs of {per} rows (at least {MIN_ROWS}, {PROGRAMS_PER_SM} per multiprocessor, "
+            f"dividing {rows})")
 
 
 def _sum_nest(blocks: list) -> tirx.For:

@@ -9,7 +9,9 @@ then `d_<Y>` for each float output Y that depends on `wrt` (the gradient flowing
      - the gradient of its output: the sum of the contributions its readers made (one block),
        or the one contribution, or the output gradient passed in;
      - max/min reductions: a block counting the ties with the result (the gradient is shared
-       evenly among them, as torch.amax / torch.amin do);
+       evenly among them, as torch.amax / torch.amin do); the value of a tuple (value, index)
+       reduction, an arg-max: the gradient to the element at the program's own index (arg_reduction.py;
+       torch.max(dim)'s rule), the index none (an integer);
      - running sums (scans): the suffix sum of the upstream gradient, a scan over the reversed axis;
      - product reductions: blocks counting the zero terms and multiplying the others (with the
        T.init value); a term's gradient is the product of the other terms: that product over the
@@ -47,6 +49,7 @@ from ...contracts.autodiff import ContractionAdjoint, GradientSignature, write_r
 from ...errors import NotDifferentiableError
 from .adjoint_rules import Partials, dtype_of, is_float
 from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
+from .arg_reduction import ARG_INDEX
 from .forward import MAX, MIN, PROD, SCAN, SUM, ForwardBlock, ForwardProgram, read_forward
 from .forward_values import plan_forward_values
 from .read_inversion import invert_read
@@ -101,6 +104,8 @@ def _active_buffers(forward: ForwardProgram, targets: list) -> set:
     """Handles of the buffers whose values depend on a target; refuses integers on the way."""
     active = {t.__chandle__() for t in targets}
     for block in forward.blocks:
+        if block.kind == ARG_INDEX:
+            continue  # an arg-max's index: piecewise constant, no gradient flows through it
         reads = loads_in(block.value) + (loads_in(block.init) if block.init is not None else [])
         if not any(load.source.__chandle__() in active for load in reads):
             continue
@@ -209,7 +214,9 @@ class _Backward:
     def _differentiate_block(self, block: ForwardBlock, upstream) -> None:
         partials = Partials(self.acc, block.where())
         gradient = self._read(upstream, block.out_indices)
-        if block.kind in (MAX, MIN):
+        if block.arg_index is not None:
+            gradient = self._to_the_index(block, gradient)
+        elif block.kind in (MAX, MIN):
             gradient = self._share_among_ties(block, gradient)
         if block.kind == PROD:
             gradient = gradient * self._product_of_the_others(block)
@@ -250,6 +257,17 @@ class _Backward:
                                     {v.__chandle__() for v in block.reduce_vars()}, tirx.Select(tie, one, zero),
                                     block.out_indices, count))
         return tirx.Select(tie, gradient / tirx.BufferLoad(count, list(block.out_indices)), zero)
+
+    def _to_the_index(self, block: ForwardBlock, gradient):
+        """A tuple reduction's value: the element at the index the program computed takes the gradient (and,
+        where the index's init could name an element, only if it equals the value: one never taken does not)."""
+        index, position, guarded = block.arg_index
+        at = tirx.BufferLoad(index, list(block.out_indices))
+        here = position if dtype_of(position) == index.dtype else tirx.Cast(index.dtype, position)
+        taken = here == at
+        if guarded:
+            taken = tirx.And(taken, block.value == tirx.BufferLoad(block.output, list(block.out_indices)))
+        return tirx.Select(taken, gradient, tirx.const(0.0, self.acc))
 
     def _suffix_sum(self, block: ForwardBlock, upstream):
         """A running sum's element k feeds every output from k on: its gradient is the sum of the

@@ -21,6 +21,7 @@ from ...analyses.scans import scan_form
 from ...errors import NotDifferentiableError
 from ...infra.pass_util import root_block, source_line, top_level_statements
 from ...infra.reduction_kinds import MAX, MIN, PROD, SUM, combiner_nodes
+from .arg_reduction import ARG_INDEX, arg_reduction, stores_of
 
 SPATIAL = "spatial"
 SCAN = "scan"   # a running sum along one spatial variable (analyses/scans.py's form)
@@ -31,12 +32,15 @@ class ForwardBlock:
     name: str
     stmt: tirx.Stmt          # the whole loop nest, copied when the backward recomputes it
     iter_vars: tuple         # tirx.IterVar, the block's domain
-    kind: str                # SPATIAL, SCAN, SUM, PROD, MAX or MIN
+    kind: str                # SPATIAL, SCAN, SUM, PROD, MAX, MIN or ARG_INDEX (a tuple reduction's index)
     output: object           # the buffer Var written
     out_indices: tuple       # the iteration Vars it is written at (one per axis)
     value: object            # SPATIAL: the stored value; SCAN: the element summed in; reductions: the term
     init: object | None      # reductions: the T.init value
     scan_var: object | None = None   # SCAN: the IterVar the running sum walks
+    # a tuple reduction's value: (its index buffer, the reduction Var it takes, whether an index never set can
+    # name an element: its T.init is not a constant outside the variable's range)
+    arg_index: tuple | None = None
 
     def reduce_vars(self) -> tuple:
         return tuple(iv.var for iv in self.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
@@ -89,14 +93,24 @@ def _read_nest(stmt, func_name: str) -> list:
     _check_bindings(stmt, loops, where)
     if block.alloc_buffers or block.match_buffers:
         raise NotDifferentiableError(f"{where}: allocates buffers inside the block; declare them at the root")
-    stores = _stores(block.body, where)
+    stores = stores_of(block.body, where)
     inits = _stores(block.init, where) if block.init is not None else []
+    reduce_vars = tuple(iv.var for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
+    pair = arg_reduction(stores, reduce_vars, where) if reduce_vars else None
     read_blocks = []
     for store in stores:
         out_indices = _plain_indices(block, store, where)
-        kind, value, scan_var = _kind_and_value(block, store, where)
+        arg_index = None
+        if pair is not None and store is pair.index:
+            kind, value, scan_var = ARG_INDEX, store.value, None
+        elif pair is not None:
+            kind, value, scan_var = pair.kind, pair.term, None
+            start = next((i.value for i in inits if i.buffer.same_as(pair.index.buffer)), None)
+            arg_index = (pair.index.buffer, pair.position, not _outside(start, pair.position, block))
+        else:
+            kind, value, scan_var = _kind_and_value(block, store, where)
         for other in stores:
-            if other is not store and _reads(value, other.buffer):
+            if pair is None and other is not store and _reads(value, other.buffer):
                 raise NotDifferentiableError(f"{where}: the value stored in {store.buffer.name} reads "
                                              f"{other.buffer.name}, which the same block writes")
         init = None
@@ -106,7 +120,7 @@ def _read_nest(stmt, func_name: str) -> list:
                 raise NotDifferentiableError(f"{where}: a reduction without T.init of {store.buffer.name} accumulates "
                                              "into what it held before, which the adjoint cannot see")
         read_blocks.append(ForwardBlock(block.name_hint, top, tuple(block.iter_vars), kind, store.buffer, out_indices,
-                                        value, init, scan_var))
+                                        value, init, scan_var, arg_index))
     return read_blocks
 
 
@@ -211,9 +225,18 @@ def _check_read_after_written(blocks: tuple) -> None:
     which the backward (recomputing or passing in the written value) does not have."""
     for index, block in enumerate(blocks):
         for earlier in blocks[:index]:
+            if earlier.stmt.same_as(block.stmt):
+                continue  # one block's stores read the values before it (_read_nest refuses all but an arg-max's)
             if _reads(earlier.value, block.output) or (earlier.init is not None and _reads(earlier.init, block.output)):
                 raise NotDifferentiableError(f"{earlier.where()}: reads {block.output.name} before "
                                              f"{block.where()} writes it (the value passed in is overwritten)")
+
+
+def _outside(start, position, block) -> bool:
+    """The index's T.init is a constant no iteration takes (topi's -1): an index never set names no element."""
+    extent = next(iv.dom.extent for iv in block.iter_vars if iv.var.same_as(position))
+    return isinstance(start, tirx.IntImm) and isinstance(extent, tirx.IntImm) and \
+        not 0 <= int(start.value) < int(extent.value)
 
 
 def _is_zero(expr) -> bool:
