@@ -11,6 +11,7 @@ import dataclasses
 
 from tir_passes.infra.dtypes import DTYPES, element_bytes
 from triton_codegen.aot import saved_arguments
+from triton_codegen.vector_work import work_sites
 
 
 # the operators of a formula (hardware_model.evaluate applies them)
@@ -51,9 +52,7 @@ def _summarize_kernel(program, kernel) -> dict:
         for stmt in stmts:
             if isinstance(stmt, Loop):
                 has_loop = True
-                start, stop = _entry(stmt.start, sizes_of), _entry(stmt.stop, sizes_of)
-                count = stop if start == 0 else ("-", stop, start)
-                visit(stmt.body, trips + [count], set())
+                visit(stmt.body, trips + [_loop_trips(stmt, sizes_of)], set())
                 continue
             if isinstance(stmt, Store):
                 accesses.append(_access(stmt.buffer, "store", _buffer_dtype(kernel, stmt.buffer), stmt.offset.dims,
@@ -71,12 +70,36 @@ def _summarize_kernel(program, kernel) -> dict:
                "dots": dots,
                "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
                "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
-               "loops": has_loop, "arguments": saved_arguments(kernel)}
+               "loops": has_loop, "arguments": saved_arguments(kernel),
+               # what the model needs beyond the traffic: the CUDA-core work (vector_work.py), the
+               # program-level scalars loop bounds name (a causal window's tiles), the grid's variables
+               "work": work_sites(kernel.body, _loop_trips, sizes_of, {b.name: b.dtype for b in kernel.buffers}),
+               "scalars": _scalars(kernel.body, sizes_of),
+               "grid_vars": [axis.var for axis in kernel.grid]}
     if kernel.persistent:   # a tile loop: the launch's programs per SM is a config setting (PROGRAMS_PER_SM)
         summary["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
     if kernel.pins:   # deterministic: settings the tuner keeps (search_space.py)
         summary["pinned"] = {name: size for name, size, _ in kernel.pins}
     return summary
+
+
+def _loop_trips(loop, sizes_of):
+    """A loop's trip count as a formula (names: shape sizes, block sizes, program-level scalars)."""
+    start, stop = _entry(loop.start, sizes_of), _entry(loop.stop, sizes_of)
+    return stop if start == 0 else ("-", stop, start)
+
+
+def _scalars(body, sizes_of) -> dict:
+    """{name: formula} of the scalars assigned before the kernel's first loop that are formulas."""
+    from lowering.tile_ir import Assign
+
+    scalars = {}
+    for stmt in body:
+        if isinstance(stmt, Assign) and not stmt.dims:
+            formula = _entry(stmt.value, sizes_of)
+            if formula is not None:
+                scalars[stmt.name] = formula
+    return scalars
 
 
 def _operand_load(expr, trips) -> tuple | None:
