@@ -185,6 +185,8 @@ def predict(kernel: dict, config: dict, spec: GpuSpec, sizes: dict[str, int],
         terms["streaming"] = program_stream_seconds(spec, per_sm, loads, step, min(occ.programs_per_sm, per_sm),
                                                     _stream_latency(kernel, names, traffic, programs))
         terms["streaming"] += per_sm * TILE_SECONDS   # each tile's pipeline fill and drain, whatever its bound
+        if programs_per_sm(kernel, config):   # a persistent program saves on each tile's fixed cost in both
+            terms["streaming"] -= persistent_saving(per_sm)
     bound = max(terms, key=lambda name: terms[name])
     vector = per_sm * program_vector_seconds(kernel, config, spec, trips)
     streams = max(1, min(occ.programs_per_sm, per_sm) * max(1, config["num_warps"] // WARPGROUP))

@@ -106,3 +106,22 @@ def test_a_read_once_stream_waits_for_dram_on_few_programs():
     streamed = prediction.seconds - LAUNCH_SECONDS - prediction.vector_seconds / prediction.streams
     assert lower < streamed < upper
     assert streamed > 2 * prediction.dram_bytes / (H200.copy_bandwidth_gbs * 1e9)   # far from the DRAM roofline
+
+
+def test_the_check_prices_a_run_only_with_the_plan_it_measured():
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import model_check
+
+    kernel = {"grid": [132], "dims": [{"axis": "x", "block": "BLOCK", "extent": 1024}], "dots": [], "work": [],
+              "accesses": [{"buffer": "A", "kind": "load", "bytes": 4, "axes": ["x"], "trips": []}],
+              "buffers": {"A": {"bytes": 4, "shape": [132 * 1024]}}}
+    config = {"BLOCK": 1024, "num_warps": 4, "num_stages": 2}
+    plans = {"copy": {"sizes": {}, "kernels": {"k0": {"summary": kernel, "config": config, "resources": None}}}}
+    row = dict(source="s.json", day="2026-12-02", case="copy", variant="suite", us=10.0, configs=None, kernels=1)
+    us, bound = model_check.predict_row(row, plans, H200)
+    assert us == pytest.approx(predict(kernel, config, H200, {}).seconds * 1e6) and bound == "dram"
+    assert model_check.predict_row({**row, "kernels": 2}, plans, H200) is None   # its plan has changed since
+    priced, counts = model_check.table([row], plans)
+    assert counts["2026-12-02"] == [0, 1] and counts["2026-12-02 suite"] == [0, 1]   # 10 µs against about 5
