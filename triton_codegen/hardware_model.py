@@ -29,7 +29,7 @@ averaged over the programs where a loop bound depends on the program's position 
                (the CUDA-core work of vector_work.py, per SM)
     largest  = max(DRAM / (copy bandwidth × h), tiles / (L2 bandwidth × h), t_dot, t_stream)
     time     = LAUNCH + max(largest, vector) + min(largest, vector) / streams
-               (streams: warpgroups of the resident programs; one waits for its own dot or load)
+               (streams: the programs resident on the SM; one program's phases run one after another)
 
 Not modelled: L2 hits between kernels, bank conflicts, what GROUP_M changes (L2 reuse of operand
 tiles), a row loop's dependent block reductions (layernorm's backward), Triton's path for tf32
@@ -58,7 +58,6 @@ MEMORY_LATENCY_SECONDS = 600e-9  # DRAM latency under load: Little's law sizes t
 REGISTER_LIMIT = 255           # per thread; more spills to local memory
 REGISTER_GRANULE = 256         # registers are allocated per warp in multiples of this
 SHARED_RESERVE = 1024          # bytes the driver reserves per resident program (sm_80 and later)
-WARPGROUP = 4                  # warps that issue one stream of Hopper MMAs and their softmax
 
 
 # --- resources and occupancy -------------------------------------------------------------------
@@ -147,7 +146,7 @@ class Prediction:
     occupancy: Occupancy
     resources: Resources
     vector_seconds: float = 0.0   # the busiest SM's CUDA-core work (vector_work.py)
-    streams: int = 1              # instruction streams per SM that hide it (warpgroups resident)
+    streams: int = 1              # programs resident on the SM that hide it
 
     @property
     def ms(self) -> float:
@@ -189,7 +188,7 @@ def predict(kernel: dict, config: dict, spec: GpuSpec, sizes: dict[str, int],
             terms["streaming"] -= persistent_saving(per_sm)
     bound = max(terms, key=lambda name: terms[name])
     vector = per_sm * program_vector_seconds(kernel, config, spec, trips)
-    streams = max(1, min(occ.programs_per_sm, per_sm) * max(1, config["num_warps"] // WARPGROUP))
+    streams = max(1, min(occ.programs_per_sm, per_sm))
     seconds = overlapped(terms[bound], vector, streams)
     if vector > terms[bound]:
         bound = "cuda cores"
@@ -198,9 +197,10 @@ def predict(kernel: dict, config: dict, spec: GpuSpec, sizes: dict[str, int],
 
 
 def overlapped(largest: float, vector: float, streams: int) -> float:
-    """The CUDA-core work beside the largest other term: one instruction stream waits for its own
-    loads and dots (a softmax for the dot it reads, the next dot for the softmax), so only the
-    other `streams` (warpgroups of the resident programs) hide it."""
+    """The CUDA-core work beside the largest other term: one program's warps meet at every barrier
+    (a block-wide reduction, a tile staged in shared memory), so its loads, dots and softmax run one
+    after another (the softmax waits for the dot it reads, the next dot for the softmax); only the
+    other `streams` programs resident on the SM hide it."""
     return max(largest, vector) + min(largest, vector) / streams
 
 
