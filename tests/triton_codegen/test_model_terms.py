@@ -39,6 +39,15 @@ def test_a_causal_window_is_priced_by_the_tiles_its_programs_walk():
     assert ratio == pytest.approx(2.5 / 4)
 
 
+def test_the_window_is_priced_alike_when_the_mask_is_written_inline():
+    from attention_forms import make_attention_inline_mask
+
+    causal, config = _only(compile(make_causal_attention(1, 2, 256, 16), verify=False).program)
+    inline, inline_config = _only(compile(make_attention_inline_mask(1, 2, 256, 16), verify=False).program)
+    assert config == inline_config
+    assert predict(inline, config, H200, {}).dot_flops == predict(causal, config, H200, {}).dot_flops
+
+
 def test_a_trip_count_of_the_programs_position_is_averaged_over_the_grid():
     kernel = {"grid": [8], "grid_vars": ["p"], "scalars": {"n": ("+", "p", 1)},
               "dims": [{"axis": "x", "block": "BLOCK", "extent": 64}], "dots": [], "work": [],
