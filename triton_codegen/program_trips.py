@@ -10,7 +10,7 @@ import math
 
 from triton_codegen.tile_summary import OPS
 
-GRID_POINTS = 4096   # program positions a trip count that depends on them is averaged over, at most
+GRID_POINTS = 256    # program positions a trip count that depends on them is averaged over, at most
 
 
 class UnknownValue(KeyError):
@@ -56,7 +56,15 @@ def trip_counter(kernel: dict, names: dict[str, int]):
             return (entry[0], resolve(entry[1]), resolve(entry[2]))
         return entry
 
+    memo: dict = {}   # the tuner prices thousands of configs: each site's entries are averaged once a config
+
     def trips(entries) -> float:
+        key = repr(entries)
+        if key not in memo:
+            memo[key] = averaged(entries)
+        return memo[key]
+
+    def averaged(entries) -> float:
         resolved = [resolve(entry) for entry in entries]
         free = sorted(var for var in grid if var not in names and any(_mentions(e, var) for e in resolved))
         if not free:
