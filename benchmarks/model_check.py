@@ -8,8 +8,8 @@ module's kernels at their default configs; the manifest's registers and shared m
 ahead of time for sm_90) or a sweep's row of a suite case at a stated config (resources
 estimated, hardware_model.estimate_resources). A suite case whose measured run launched another
 number of kernels than today's plan is skipped (its plan changed since). The model is whatever
-`triton_codegen.hardware_model` is importable: run it with PYTHONPATH at another checkout to
-compare that model ("before"). Rows are grouped by the result file's date, so that the model's
+`triton_codegen.hardware_model` is imported: this checkout's, or `--model-from` another's (the
+model before a change). Rows are grouped by the result file's date, so that the model's
 terms can be chosen on one day's measurements (2026-12-01) and checked on the next (2026-12-02).
 """
 
@@ -23,9 +23,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-
-from tir_passes.contracts.gpu_specs import gpu_spec  # noqa: E402
-from triton_codegen import hardware_model  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 WITHIN = 0.25
@@ -106,6 +103,8 @@ def _sweep_row(source, day, case, variant, us, config) -> dict:
 
 def predict_row(row: dict, plans: dict, spec) -> tuple[float, str] | None:
     """The model's µs and bound of a row's kernels, or None where today's plan cannot stand for it."""
+    from triton_codegen import hardware_model
+
     plan = plans.get(row["case"])
     if plan is None or (row["kernels"] is not None and row["kernels"] != len(plan["kernels"])):
         return None
@@ -124,6 +123,8 @@ def predict_row(row: dict, plans: dict, spec) -> tuple[float, str] | None:
 def table(rows: list[dict], plans: dict, gpu: str = "H200") -> tuple[list[tuple], dict[str, list[int]]]:
     """The priced rows (source, case, variant, measured, predicted, measured/predicted, bound) and
     per day, and per day's suite runs and sweeps, [within 25%, priced]."""
+    from tir_passes.contracts.gpu_specs import gpu_spec
+
     spec = gpu_spec(gpu)
     priced, counts = [], {}
     for row in rows:
@@ -145,7 +146,10 @@ def main(argv=None) -> None:
     parser.add_argument("folder", help="a generated suite (benchmarks/suite.py generate DIR)")
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--misses", action="store_true", help="print only the rows outside 25%%")
+    parser.add_argument("--model-from", help="a checkout whose triton_codegen and tir_passes price the rows")
     args = parser.parse_args(argv)
+    if args.model_from:
+        sys.path.insert(0, os.path.abspath(args.model_from))
     priced, counts = table(measurements(args.results), load_plans(args.folder))
     print(f"{'source':38} {'case':48} {'variant':34} {'measured':>9} {'model':>9} {'ratio':>6}  bound")
     for source, case, variant, measured, predicted, ratio, bound in priced:
