@@ -1,17 +1,16 @@
 """The tile summary of a TileProgram (lowering.tile_ir): what each kernel moves and computes, as
 plain data emitted into every module (TILE_SUMMARY) for the hardware model (hardware_model.py) and
 the tuner on a GPU machine without TVM: the grid, the tile axes, every load and store site with
-the loops around it, every tl.dot with the load sites of its operands, the buffers touched, as
-formulas of block sizes and shape sizes (evaluated by hardware_model.evaluate).
+the loops around it, every tl.dot with the load sites of its operands, the buffers touched, the
+elementwise work on the CUDA cores (vector_work.py), the scalars loop bounds name and the grid's
+variables, as formulas of block sizes and shape sizes (evaluated by program_trips.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from tir_passes.infra.dtypes import DTYPES, element_bytes
 from triton_codegen.aot import saved_arguments
-from triton_codegen.vector_work import work_sites
+from triton_codegen.vector_work import children, work_sites
 
 
 # the operators of a formula (hardware_model.evaluate applies them)
@@ -44,7 +43,7 @@ def _summarize_kernel(program, kernel) -> dict:
             dots.append({"m": expr.m, "n": expr.n, "k": expr.k, "dtype": expr.a.dtype,
                          "precision": expr.precision, "trips": list(trips)})
             dot_operands.append([_operand_load(side, trips) for side in (expr.a, expr.b)])
-        for child in _children(expr):
+        for child in children(expr):
             visit_expr(child, trips, seen)
 
     def visit(stmts, trips, seen):
@@ -57,7 +56,7 @@ def _summarize_kernel(program, kernel) -> dict:
             if isinstance(stmt, Store):
                 accesses.append(_access(stmt.buffer, "store", _buffer_dtype(kernel, stmt.buffer), stmt.offset.dims,
                                         trips))
-            for child in _children(stmt):
+            for child in children(stmt):
                 visit_expr(child, trips, seen)
 
     visit(kernel.body, [], set())
@@ -108,8 +107,8 @@ def _operand_load(expr, trips) -> tuple | None:
 
     if isinstance(expr, Load):
         return (expr, tuple(trips))
-    children = list(_children(expr))
-    return _operand_load(children[0], trips) if len(children) == 1 else None
+    parts = list(children(expr))
+    return _operand_load(parts[0], trips) if len(parts) == 1 else None
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -120,14 +119,6 @@ def dtype_bytes(dtype: str) -> int:
 def _access(buffer: str, kind: str, dtype: str, axes, trips) -> dict:
     return {"buffer": buffer, "kind": kind, "bytes": dtype_bytes(dtype), "axes": list(axes),
             "trips": list(trips)}
-
-
-def _children(node):
-    for field in dataclasses.fields(node):
-        value = getattr(node, field.name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if dataclasses.is_dataclass(item):
-                yield item
 
 
 def _buffer_dtype(kernel, name: str) -> str:

@@ -9,6 +9,8 @@ instruction per element on one of three pipes of the multiprocessor:
   float division), 16 per clock per SM on sm_80 and sm_90 (GpuSpec.special_function_tops);
 - "convert": the conversion pipe (float <-> int, a narrowing float cast, floor/ceil/trunc/round),
   16 per clock per SM too (GpuSpec.conversion_tops); a narrowing cast to 16 bits packs two.
+Every instruction takes an issue slot (the FMA pipe's rate) and the special functions and
+conversions share the quarter-rate unit: hardware_model.program_vector_seconds takes the slower.
 A site is one operation of one loop body: its pipe, the tile axes of its result, the trip counts
 of the loops around it, and how many instructions per element. Identical subexpressions of one
 loop body count once (the compiler's CSE merges them), as the summary counts a load once.
@@ -46,7 +48,7 @@ def work_sites(body, trips_of, sizes_of, buffer_dtypes: dict[str, str] | None = 
             if isinstance(stmt, Loop):
                 visit(stmt.body, trips + [trips_of(stmt, sizes_of)])
                 continue
-            for child in _children(stmt):
+            for child in children(stmt):
                 _count(child, trips, seen, totals)
             target = (buffer_dtypes or {}).get(getattr(stmt, "buffer", None))
             if isinstance(stmt, Store) and target and getattr(stmt.value, "dtype", target) != target:
@@ -69,7 +71,7 @@ def _count(expr, trips, seen, totals) -> None:
     for unit, ops in _instructions(expr):
         key = (unit, tuple(axes), _frozen(trips))
         totals[key] = totals.get(key, 0) + ops
-    for child in _children(expr):
+    for child in children(expr):
         _count(child, trips, seen, totals)
 
 
@@ -110,7 +112,8 @@ def _frozen(trips) -> tuple:
     return tuple(_frozen(t) if isinstance(t, (list, tuple)) else t for t in trips)
 
 
-def _children(node):
+def children(node):
+    """The tile-IR nodes directly under `node` (its fields, tuples of them included)."""
     for field in dataclasses.fields(node):
         value = getattr(node, field.name)
         for item in value if isinstance(value, tuple) else (value,):
