@@ -21,6 +21,7 @@ short keeps what it measured; OUT/section.md is the table `table` would write.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -83,14 +84,16 @@ def generate(folder: str, profile: str = "full", only: set[str] | None = None) -
 
 def _model(kernel, shape_vars: dict) -> dict:
     """The hardware model's time of run() at the default configs, each kernel compiled ahead of time
-    for sm_90 for its registers and shared memory (triton_codegen/model_report.py), on the H200."""
+    for sm_90 for its registers and shared memory (triton_codegen/model_report.py), on the H200;
+    per kernel its config and resources, so that benchmarks/model_check.py can price it again."""
     from triton_codegen.model_report import model_rows
 
     try:
         rows = model_rows(kernel, "H200", shape_vars, top=0)
     except Exception as err:  # noqa: BLE001 - the table says the model is missing, the case still runs
         return {"error": f"{type(err).__name__}: {err}"[:500]}
-    kernels = {row.kernel: {"us": row.prediction.seconds * 1e6, "bound": row.prediction.bound} for row in rows}
+    kernels = {row.kernel: {"us": row.prediction.seconds * 1e6, "bound": row.prediction.bound, "config": row.config,
+                            "resources": dataclasses.asdict(row.prediction.resources)} for row in rows}
     return {"gpu": "H200", "us": sum(k["us"] for k in kernels.values()), "kernels": kernels}
 
 

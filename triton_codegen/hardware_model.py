@@ -8,7 +8,8 @@ It reads three things:
 - the registers, spills and shared memory Triton reports for the compiled kernel (ahead of time
   on the CPU, `aot_resources`, or from a launch on the GPU), else `estimate_resources`.
 
-The formula (docs/tuning.md explains each term); P is the number of programs:
+The formula (docs/tuning.md explains each term); P is the number of programs, trip counts are
+averaged over the programs where a loop bound depends on the program's position (program_trips.py):
 
     k        = programs resident per SM: the least of the warp, register, shared-memory and
                program limits (0: the config cannot run)
@@ -17,14 +18,22 @@ The formula (docs/tuning.md explains each term); P is the number of programs:
     tiles    = Σ over load and store sites: unmasked elements × trips × P × element bytes
     hiding h = min(1, bytes in flight / (copy bandwidth × MEMORY_LATENCY)), bytes in flight =
                min(P, k × SMs) × what one program loads per step (× (stages − 1) in a pipelined tl.dot loop)
-    t_dot    = per SM × (dot flops of a program / (tensor peak / SMs) + TILE_SECONDS) + DRAM stores / copy
+    t_dot    = per SM × (issued dot flops of a program / (tensor peak / SMs) + TILE_SECONDS) + DRAM stores / copy
                − (per SM − 1) × PERSISTENT_SAVING where a persistent kernel runs PROGRAMS_PER_SM > 0
-    t_stream = per SM × a program's load bytes / min(k × bytes in flight / MEMORY_LATENCY, L2 bandwidth / SMs)
+               (issued: a dot's rows rounded up to the 64 of a Hopper warpgroup MMA)
+    t_stream = per SM × (a program's load bytes / min(min(k, per SM) × bytes in flight / latency, L2 bandwidth / SMs)
+               + TILE_SECONDS), latency between MEMORY_LATENCY (tiles re-read from L2) and
+               STREAM_LATENCY (bytes read once from DRAM), by the share of each
                (t_dot and t_stream: kernels with a tl.dot, the GEMM price of tir_passes/contracts/gemm_price.py)
-    time     = LAUNCH + max(DRAM / (copy bandwidth × h), tiles / (L2 bandwidth × h), t_dot, t_stream)
+    vector   = per SM × max(a program's instructions / FMA rate, special / MUFU rate + conversions / their rate)
+               (the CUDA-core work of vector_work.py, per SM)
+    largest  = max(DRAM / (copy bandwidth × h), tiles / (L2 bandwidth × h), t_dot, t_stream)
+    time     = LAUNCH + max(largest, vector) + min(largest, vector) / streams
+               (streams: the programs resident on the SM; one program's phases run one after another)
 
-Not modelled: elementwise arithmetic and special functions (assumed hidden under memory), L2
-hits between kernels, bank conflicts, and what GROUP_M changes (L2 reuse of operand tiles).
+Not modelled: L2 hits between kernels, bank conflicts, what GROUP_M changes (L2 reuse of operand
+tiles), a row loop's dependent block reductions (layernorm's backward), Triton's path for tf32
+dots beyond their conversions.
 
 Imports nothing that needs TVM (only lowering.tile_ir for `summarize`), so the tuner runs on a
 GPU machine with torch and triton alone.
@@ -35,9 +44,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tir_passes.contracts.gemm_price import compute_seconds, persistent_saving, program_stream_seconds
+from tir_passes.contracts.gemm_price import (STREAM_LATENCY_SECONDS, TILE_SECONDS, WGMMA_ROWS, compute_seconds,
+                                             persistent_saving, program_stream_seconds)
 from tir_passes.contracts.gpu_specs import GpuSpec
 from triton_codegen.tile_summary import OPS, dtype_bytes, summarize  # noqa: F401 - summarize: the model's input
+from triton_codegen.program_trips import UnknownValue, evaluate  # noqa: F401 - UnknownValue: re-exported
+from triton_codegen.program_trips import trip_counter as _trip_counter
+from triton_codegen.vector_work import unit_rates
 
 LAUNCH_SECONDS = 5e-6          # a kernel's launch, ramp-up and drain as CUDA events see it (H200: the
                                # bandwidth-bound rows of docs/benchmarks.md run 5-7 µs over their bytes)
@@ -45,24 +58,6 @@ MEMORY_LATENCY_SECONDS = 600e-9  # DRAM latency under load: Little's law sizes t
 REGISTER_LIMIT = 255           # per thread; more spills to local memory
 REGISTER_GRANULE = 256         # registers are allocated per warp in multiples of this
 SHARED_RESERVE = 1024          # bytes the driver reserves per resident program (sm_80 and later)
-
-
-class UnknownValue(KeyError):
-    """A formula names something neither the sizes nor the config give (a loop variable)."""
-
-
-def evaluate(entry, names: dict[str, int]) -> int:
-    """The value of a formula: an int, a name (shape variable or block size), or (op, a, b)."""
-    if isinstance(entry, bool) or entry is None:
-        raise UnknownValue(repr(entry))
-    if isinstance(entry, int):
-        return entry
-    if isinstance(entry, str):
-        if entry not in names:
-            raise UnknownValue(entry)
-        return names[entry]
-    op, a, b = entry
-    return OPS[op](evaluate(a, names), evaluate(b, names))
 
 
 # --- resources and occupancy -------------------------------------------------------------------
@@ -150,6 +145,8 @@ class Prediction:
     wave_efficiency: float
     occupancy: Occupancy
     resources: Resources
+    vector_seconds: float = 0.0   # the busiest SM's CUDA-core work (vector_work.py)
+    streams: int = 1              # programs resident on the SM that hide it
 
     @property
     def ms(self) -> float:
@@ -160,32 +157,87 @@ def predict(kernel: dict, config: dict, spec: GpuSpec, sizes: dict[str, int],
             resources: Resources | None = None) -> Prediction:
     """The model's time of one kernel at one config (see the module docstring)."""
     names = {**sizes, **config}
+    trips = _trip_counter(kernel, names)
     resources = resources or estimate_resources(kernel, config)
     occ = occupancy(spec, resources, config["num_warps"])
     programs = max(1, math.prod(evaluate(count, names) for count in kernel["grid"]))
     slots = max(1, occ.programs_per_sm) * spec.multiprocessors
     per_sm = math.ceil(programs / spec.multiprocessors)  # an SM's programs share its tensor cores
     wave_efficiency = programs / (per_sm * spec.multiprocessors)
-    traffic = _traffic(kernel, config, names)
+    traffic = _traffic(kernel, config, names, trips)
     tile_bytes = programs * sum(traffic.values())
     dram = _dram_bytes(kernel, names, traffic, programs)
     copy = spec.model_copy_bandwidth_gbs * 1e9
     step = _step_bytes(kernel, config, names)
     hiding = min(1.0, min(programs, slots) * step / (copy * MEMORY_LATENCY_SECONDS)) if step else 1.0
     terms = {"dram": dram / (copy * hiding), "l2": tile_bytes / (_l2_bandwidth(spec) * hiding)}
-    flops = _dot_flops(kernel, config, names) * programs
+    flops = _dot_flops(kernel, config, trips) * programs
     peak = _dot_peak(kernel, spec)
     if flops and peak:   # the GEMM price's terms (tir_passes/contracts/gemm_price.py), from the summary
         stored = sum(bytes_ for (_, kind), bytes_ in _dram_by_site(kernel, names, traffic, programs).items()
                      if kind == "store")
-        terms["tensor cores"] = compute_seconds(spec, flops / programs, per_sm, stored, peak * 1e12)
+        issued = _dot_flops(kernel, config, trips, _mma_rows(spec))   # a warpgroup's MMA computes 64 rows at least
+        terms["tensor cores"] = compute_seconds(spec, issued, per_sm, stored, peak * 1e12)
         if programs_per_sm(kernel, config):
             terms["tensor cores"] -= persistent_saving(per_sm)
         loads = sum(bytes_ for (_, kind), bytes_ in traffic.items() if kind == "load")
-        terms["streaming"] = program_stream_seconds(spec, per_sm, loads, step, occ.programs_per_sm)
+        terms["streaming"] = program_stream_seconds(spec, per_sm, loads, step, min(occ.programs_per_sm, per_sm),
+                                                    _stream_latency(kernel, names, traffic, programs))
+        terms["streaming"] += per_sm * TILE_SECONDS   # each tile's pipeline fill and drain, whatever its bound
+        if programs_per_sm(kernel, config):   # a persistent program saves on each tile's fixed cost in both
+            terms["streaming"] -= persistent_saving(per_sm)
     bound = max(terms, key=lambda name: terms[name])
-    return Prediction(LAUNCH_SECONDS + terms[bound], bound, programs, dram, tile_bytes, flops, hiding,
-                      wave_efficiency, occ, resources)
+    vector = per_sm * program_vector_seconds(kernel, config, spec, trips)
+    streams = max(1, min(occ.programs_per_sm, per_sm))
+    seconds = overlapped(terms[bound], vector, streams)
+    if vector > terms[bound]:
+        bound = "cuda cores"
+    return Prediction(LAUNCH_SECONDS + seconds, bound, programs, dram, tile_bytes, flops, hiding,
+                      wave_efficiency, occ, resources, vector, streams)
+
+
+def overlapped(largest: float, vector: float, streams: int) -> float:
+    """The CUDA-core work beside the largest other term: one program's warps meet at every barrier
+    (a block-wide reduction, a tile staged in shared memory), so its loads, dots and softmax run one
+    after another (the softmax waits for the dot it reads, the next dot for the softmax); only the
+    other `streams` programs resident on the SM hide it."""
+    return max(largest, vector) + min(largest, vector) / streams
+
+
+def program_vector_seconds(kernel: dict, config: dict, spec: GpuSpec, trips=None) -> float:
+    """One program's CUDA-core time on its SM (vector_work.py): each work site's instructions over
+    whole tiles (masked lanes execute too), and the fp32 operands of a tf32 dot, converted each K
+    step. Every instruction takes an issue slot (the FMA pipe's rate); the special functions and
+    conversions share the quarter-rate unit besides: the slower of the two is the time."""
+    trips = trips or _trip_counter(kernel, config)
+    counts = {unit: 0.0 for unit in ("alu", "special", "convert")}
+    for site in kernel.get("work", ()):
+        counts[site["unit"]] += _tile_elements(kernel, config, site["axes"]) * site["ops"] * trips(site["trips"])
+    for dot in kernel["dots"]:
+        if dot["dtype"] == "float32" and dot["precision"] == "tf32":
+            bm, bn, bk = (config[_block(kernel, dot[axis])] for axis in ("m", "n", "k"))
+            counts["convert"] += (bm + bn) * bk * trips(dot["trips"])
+    rates = {unit: rate / spec.multiprocessors for unit, rate in unit_rates(spec).items()}
+    if not all(rates.values()):
+        return 0.0
+    issue = sum(counts.values()) / rates["alu"]
+    return max(issue, counts["special"] / rates["special"] + counts["convert"] / rates["convert"])
+
+
+def _mma_rows(spec: GpuSpec) -> int:
+    """The fewest rows a tensor-core instruction computes: a Hopper warpgroup MMA's 64 (a 16- or
+    32-row tile pays for 64); mma.sync's 16 before sm_90."""
+    return WGMMA_ROWS if spec.compute_capability >= 90 else 16
+
+
+def _stream_latency(kernel: dict, names: dict, traffic: dict, programs: int) -> float:
+    """What a program's loads wait: L2's latency for tiles other programs read too, DRAM's for the
+    share of the loaded bytes that come from DRAM once (tir_passes/contracts/gemm_price.py)."""
+    loaded = sum(bytes_ for (_, kind), bytes_ in traffic.items() if kind == "load") * programs
+    from_dram = sum(bytes_ for (_, kind), bytes_ in _dram_by_site(kernel, names, traffic, programs).items()
+                    if kind == "load")
+    once = min(1.0, from_dram / loaded) if loaded else 0.0
+    return MEMORY_LATENCY_SECONDS * (1 - once) + STREAM_LATENCY_SECONDS * once
 
 
 def programs_per_sm(kernel: dict, config: dict) -> int:
@@ -227,25 +279,15 @@ def _tile_elements(kernel: dict, config: dict, axes) -> int:
     return math.prod(blocks.get(axis, 1) for axis in axes)
 
 
-def _trips(entries, names: dict[str, int]) -> int:
-    """Iterations of the loops around a site (a loop bound that names a loop variable counts once)."""
-    total = 1
-    for entry in entries:
-        try:
-            total *= max(0, evaluate(entry, names))
-        except UnknownValue:
-            continue
-    return total
-
-
-def _traffic(kernel: dict, config: dict, names: dict[str, int]) -> dict[tuple[str, str], float]:
-    """Bytes one program moves per (buffer, load|store)."""
+def _traffic(kernel: dict, config: dict, names: dict[str, int], trips=None) -> dict[tuple[str, str], float]:
+    """Bytes one program moves per (buffer, load|store), averaged over the programs."""
+    trips = trips or _trip_counter(kernel, names)
     dims = {d["axis"]: d for d in kernel["dims"]}
     traffic: dict[tuple[str, str], float] = {}
     for access in kernel["accesses"]:
         elements = math.prod(_axis_elements(dims[axis], config, names) for axis in access["axes"] if axis in dims)
         key = (access["buffer"], access["kind"])
-        traffic[key] = traffic.get(key, 0.0) + elements * access["bytes"] * _trips(access["trips"], names)
+        traffic[key] = traffic.get(key, 0.0) + elements * access["bytes"] * trips(access["trips"])
     return traffic
 
 
@@ -280,12 +322,13 @@ def _step_bytes(kernel: dict, config: dict, names: dict[str, int]) -> float:
     return total
 
 
-def _dot_flops(kernel: dict, config: dict, names: dict[str, int]) -> float:
-    """Per program: full tiles, masked tails included (the tensor cores compute them anyway)."""
+def _dot_flops(kernel: dict, config: dict, trips, min_rows: int = 1) -> float:
+    """Per program, averaged over the programs: full tiles, masked tails included (the tensor cores
+    compute them anyway), each dot's rows rounded up to `min_rows`."""
     total = 0.0
     for dot in kernel["dots"]:
         bm, bn, bk = (config[_block(kernel, dot[axis])] for axis in ("m", "n", "k"))
-        total += 2.0 * bm * bn * bk * _trips(dot["trips"], names)
+        total += 2.0 * max(bm, min_rows) * bn * bk * trips(dot["trips"])
     return total
 
 

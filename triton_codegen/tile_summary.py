@@ -1,16 +1,16 @@
 """The tile summary of a TileProgram (lowering.tile_ir): what each kernel moves and computes, as
 plain data emitted into every module (TILE_SUMMARY) for the hardware model (hardware_model.py) and
 the tuner on a GPU machine without TVM: the grid, the tile axes, every load and store site with
-the loops around it, every tl.dot with the load sites of its operands, the buffers touched, as
-formulas of block sizes and shape sizes (evaluated by hardware_model.evaluate).
+the loops around it, every tl.dot with the load sites of its operands, the buffers touched, the
+elementwise work on the CUDA cores (vector_work.py), the scalars loop bounds name and the grid's
+variables, as formulas of block sizes and shape sizes (evaluated by program_trips.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from tir_passes.infra.dtypes import DTYPES, element_bytes
 from triton_codegen.aot import saved_arguments
+from triton_codegen.vector_work import children, work_sites
 
 
 # the operators of a formula (hardware_model.evaluate applies them)
@@ -43,7 +43,7 @@ def _summarize_kernel(program, kernel) -> dict:
             dots.append({"m": expr.m, "n": expr.n, "k": expr.k, "dtype": expr.a.dtype,
                          "precision": expr.precision, "trips": list(trips)})
             dot_operands.append([_operand_load(side, trips) for side in (expr.a, expr.b)])
-        for child in _children(expr):
+        for child in children(expr):
             visit_expr(child, trips, seen)
 
     def visit(stmts, trips, seen):
@@ -51,14 +51,12 @@ def _summarize_kernel(program, kernel) -> dict:
         for stmt in stmts:
             if isinstance(stmt, Loop):
                 has_loop = True
-                start, stop = _entry(stmt.start, sizes_of), _entry(stmt.stop, sizes_of)
-                count = stop if start == 0 else ("-", stop, start)
-                visit(stmt.body, trips + [count], set())
+                visit(stmt.body, trips + [_loop_trips(stmt, sizes_of)], set())
                 continue
             if isinstance(stmt, Store):
                 accesses.append(_access(stmt.buffer, "store", _buffer_dtype(kernel, stmt.buffer), stmt.offset.dims,
                                         trips))
-            for child in _children(stmt):
+            for child in children(stmt):
                 visit_expr(child, trips, seen)
 
     visit(kernel.body, [], set())
@@ -71,12 +69,36 @@ def _summarize_kernel(program, kernel) -> dict:
                "dots": dots,
                "buffers": {b.name: _buffer(program, b.name, b.dtype) for b in kernel.buffers},
                "num_warps": kernel.num_warps, "num_stages": kernel.num_stages, "group_m": kernel.group_m,
-               "loops": has_loop, "arguments": saved_arguments(kernel)}
+               "loops": has_loop, "arguments": saved_arguments(kernel),
+               # what the model needs beyond the traffic: the CUDA-core work (vector_work.py), the
+               # program-level scalars loop bounds name (a causal window's tiles), the grid's variables
+               "work": work_sites(kernel.body, _loop_trips, sizes_of, {b.name: b.dtype for b in kernel.buffers}),
+               "scalars": _scalars(kernel.body, sizes_of),
+               "grid_vars": [axis.var for axis in kernel.grid]}
     if kernel.persistent:   # a tile loop: the launch's programs per SM is a config setting (PROGRAMS_PER_SM)
         summary["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
     if kernel.pins:   # deterministic: settings the tuner keeps (search_space.py)
         summary["pinned"] = {name: size for name, size, _ in kernel.pins}
     return summary
+
+
+def _loop_trips(loop, sizes_of):
+    """A loop's trip count as a formula (names: shape sizes, block sizes, program-level scalars)."""
+    start, stop = _entry(loop.start, sizes_of), _entry(loop.stop, sizes_of)
+    return stop if start == 0 else ("-", stop, start)
+
+
+def _scalars(body, sizes_of) -> dict:
+    """{name: formula} of the scalars assigned before the kernel's first loop that are formulas."""
+    from lowering.tile_ir import Assign
+
+    scalars = {}
+    for stmt in body:
+        if isinstance(stmt, Assign) and not stmt.dims:
+            formula = _entry(stmt.value, sizes_of)
+            if formula is not None:
+                scalars[stmt.name] = formula
+    return scalars
 
 
 def _operand_load(expr, trips) -> tuple | None:
@@ -85,8 +107,8 @@ def _operand_load(expr, trips) -> tuple | None:
 
     if isinstance(expr, Load):
         return (expr, tuple(trips))
-    children = list(_children(expr))
-    return _operand_load(children[0], trips) if len(children) == 1 else None
+    parts = list(children(expr))
+    return _operand_load(parts[0], trips) if len(parts) == 1 else None
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -97,14 +119,6 @@ def dtype_bytes(dtype: str) -> int:
 def _access(buffer: str, kind: str, dtype: str, axes, trips) -> dict:
     return {"buffer": buffer, "kind": kind, "bytes": dtype_bytes(dtype), "axes": list(axes),
             "trips": list(trips)}
-
-
-def _children(node):
-    for field in dataclasses.fields(node):
-        value = getattr(node, field.name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if dataclasses.is_dataclass(item):
-                yield item
 
 
 def _buffer_dtype(kernel, name: str) -> str:

@@ -54,7 +54,9 @@ def test_a_copy_kernel_is_predicted_at_the_copy_bandwidth():
     prediction = predict(summarize(program)[kernel.name], _default(kernel), H200, {})
     assert prediction.bound == "dram"
     expected = LAUNCH_SECONDS + 2 * 8192 * 8192 * 4 / (H200.copy_bandwidth_gbs * 1e9)
-    assert prediction.seconds == pytest.approx(expected, rel=1e-9)
+    # its CUDA-core work (the tiles' index arithmetic) hides behind the other resident programs
+    assert prediction.vector_seconds < 0.1 * expected
+    assert prediction.seconds == pytest.approx(expected + prediction.vector_seconds / prediction.streams, rel=1e-9)
 
 
 def test_occupancy_takes_the_tightest_limit():

@@ -38,6 +38,10 @@ from tir_passes.contracts.gpu_specs import GpuSpec
 
 LAUNCH_SECONDS = 5e-6             # a kernel's launch, ramp-up and drain (the hardware model's)
 MEMORY_LATENCY_SECONDS = 600e-9   # DRAM latency under load: Little's law sizes the bytes in flight
+# what one program's load that misses L2 waits, streaming (read-once operands: a decode step's
+# weights): from the 2026-12-01 split-K run, 16×4096·4096ᵀ in 32 programs of 16×128×64 at 3 stages
+# (37 KB in flight each) took 39.8 µs for 1.18 MB a program: 1.1 µs
+STREAM_LATENCY_SECONDS = 1.1e-6
 TILE_SECONDS = 5.9e-6             # a tile's fixed cost on top of its tensor-core time (see above)
 # a persistent program's saving on each tile after its first (no block launch, no cold start), from
 # the H200 sweep's 128×128×64 tiles at 4 stages: 99.3 µs one program a tile, 95.5 µs one program an
@@ -137,15 +141,17 @@ def stream_bandwidth(spec: GpuSpec, programs: int, in_flight_per_program: float)
 
 
 def program_stream_seconds(spec: GpuSpec, per_sm: int, program_bytes: float, in_flight_per_program: float,
-                           resident: int = 1) -> float:
+                           resident: int = 1, latency: float = MEMORY_LATENCY_SECONDS) -> float:
     """The busiest SM's time to stream its programs' operand tiles (from L2 or DRAM): each program
     keeps `in_flight_per_program` bytes in flight (Little's law), `resident` of them at once, within
     the SM's share of the L2 bandwidth. One 16×16 program walking 65536 K steps streams 4 MiB at
-    about 40 GB/s however idle the GPU is: what makes a long reduction on few programs slow."""
+    about 40 GB/s however idle the GPU is: what makes a long reduction on few programs slow.
+    `latency`: what a load waits (MEMORY_LATENCY_SECONDS where tiles are re-read from L2, up to
+    STREAM_LATENCY_SECONDS where every byte comes from DRAM once)."""
     if not in_flight_per_program:
         return 0.0
     l2_share = (spec.l2_bandwidth_gbs or 2.5 * spec.model_copy_bandwidth_gbs) * 1e9 / spec.multiprocessors
-    bandwidth = min(l2_share, max(1, resident) * in_flight_per_program / MEMORY_LATENCY_SECONDS)
+    bandwidth = min(l2_share, max(1, resident) * in_flight_per_program / latency)
     return per_sm * program_bytes / bandwidth
 
 

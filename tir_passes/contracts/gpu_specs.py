@@ -39,6 +39,11 @@ class GpuSpec:
     tf32_tensor_tflops: float | None = None
     fp32_tflops: float | None = None
     l2_bandwidth_gbs: float | None = None    # estimated (see the table), never measured here
+    # the quarter-rate pipes (10^12 instructions per second, the whole GPU): the multi-function unit
+    # (ex2, rsqrt, a division's reciprocal) and the conversion pipe (float <-> int, narrowing, rounding),
+    # each 16 per clock per SM on sm_80 and sm_90 (triton_codegen/vector_work.py)
+    special_function_tops: float | None = None
+    conversion_tops: float | None = None
     # the backend's limits the passes size and refuse by (backend_limits.py): the backend's, passed in
     limits: BackendLimits = BackendLimits()
 
@@ -80,15 +85,18 @@ GPUS = {
                     bf16_tensor_tflops=125.0, tf32_tensor_tflops=62.5, fp32_tflops=31.2, l2_bandwidth_gbs=2000.0),
     "A100": GpuSpec("A100", 80, 108, 65536, 163 * 1024, 2039.0, fp16_tensor_tflops=312.0,
                     shared_memory_per_sm=164 * 1024, bf16_tensor_tflops=312.0, tf32_tensor_tflops=156.0,
-                    fp32_tflops=19.5, l2_bandwidth_gbs=5000.0),
+                    fp32_tflops=19.5, l2_bandwidth_gbs=5000.0, special_function_tops=2.44, conversion_tops=2.44),
     "H100": GpuSpec("H100", 90, 132, 65536, 227 * 1024, 3350.0, fp16_tensor_tflops=989.4,
                     shared_memory_per_sm=228 * 1024, bf16_tensor_tflops=989.4, tf32_tensor_tflops=494.7,
-                    fp32_tflops=66.9, l2_bandwidth_gbs=12000.0),
+                    fp32_tflops=66.9, l2_bandwidth_gbs=12000.0, special_function_tops=3.87, conversion_tops=3.87),
+    # the quarter-rate pipes: 132 SMs x 16 a clock x 1.83 GHz (the clock of the fp16 tensor peak),
+    # FlashAttention-3's 3.9 TFLOPS of exponentials on the H100 SXM5
     # copy measured on the H200 the benchmarks ran on (docs/benchmarks.md); its L2 is the H100's chip:
     # the 4096³ fp16 matmul's operand tiles (2.1 GB in 216 µs) need at least 9.9 TB/s from it
     "H200": GpuSpec("H200", 90, 132, 65536, 227 * 1024, 4800.0, copy_bandwidth_gbs=4270.0,
                     fp16_tensor_tflops=989.4, shared_memory_per_sm=228 * 1024, bf16_tensor_tflops=989.4,
-                    tf32_tensor_tflops=494.7, fp32_tflops=66.9, l2_bandwidth_gbs=12000.0),
+                    tf32_tensor_tflops=494.7, fp32_tflops=66.9, l2_bandwidth_gbs=12000.0,
+                    special_function_tops=3.87, conversion_tops=3.87),
 }
 
 # compute capability -> the table's GPU of that generation, for devices the table does not name
