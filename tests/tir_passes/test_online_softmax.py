@@ -9,6 +9,7 @@ from tvm.script import tirx as T
 from helpers import assert_rewrites, compile_and_check
 from softmax import make_softmax
 from tir_passes.contracts.online_contract import DECISIONS_KEY
+from tir_passes.passes.hoist_allocations import HoistAllocations
 from tir_passes.passes.online_softmax import OnlineSoftmax
 from tir_passes.infra.pass_util import root_block, top_level_statements
 from tir_passes.pipeline import CHECKS, run_pipeline
@@ -186,6 +187,63 @@ def test_a_nest_between_that_writes_what_a_sum_reads_is_refused():
                     O[vi, vd] = O[vi, vd] + T.exp(X[vi, vj] - M[vi]) * W[vj, vd]
 
     assert "W, between the max and A, touches what it reads or writes" in _refusal(Between)
+
+
+@I.ir_module
+class WithOtherReaders:
+    """Weighted's max and sums, then two reductions that read M but cannot join the walk (a backward's
+    adjoints): G sums over the rows, H reads the output O, which the online sums feed."""
+
+    @T.prim_func(s_tir=True)
+    def main(X: T.Buffer((4, 8), "float32"), V: T.Buffer((8, 2), "float32"), O: T.Buffer((4, 2), "float32"),
+             G: T.Buffer((8,), "float32"), H: T.Buffer((4,), "float32")):
+        M = T.sblock_alloc_buffer((4,))
+        L = T.sblock_alloc_buffer((4,))
+        A = T.sblock_alloc_buffer((4, 2))
+        for i, j in T.grid(4, 8):
+            with T.sblock("M"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    M[vi] = T.float32(-3.0e38)
+                M[vi] = T.max(M[vi], X[vi, vj])
+        for i, j in T.grid(4, 8):
+            with T.sblock("L"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    L[vi] = T.float32(0)
+                L[vi] = L[vi] + T.exp((X[vi, vj] - M[vi]) * T.float32(0.5))
+        for i, d, j in T.grid(4, 2, 8):
+            with T.sblock("A"):
+                vi, vd, vj = T.axis.remap("SSR", [i, d, j])
+                with T.init():
+                    A[vi, vd] = T.float32(0)
+                A[vi, vd] = A[vi, vd] + T.exp((X[vi, vj] - M[vi]) * T.float32(0.5)) * V[vj, vd]
+        for i, d in T.grid(4, 2):
+            with T.sblock("O"):
+                vi, vd = T.axis.remap("SS", [i, d])
+                O[vi, vd] = A[vi, vd] / L[vi]
+        for j, i in T.grid(8, 4):
+            with T.sblock("G"):
+                vj, vi = T.axis.remap("SR", [j, i])
+                with T.init():
+                    G[vj] = T.float32(0)
+                G[vj] = G[vj] + T.exp((X[vi, vj] - M[vi]) * T.float32(0.5))
+        for i, j in T.grid(4, 8):
+            with T.sblock("H"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    H[vi] = T.float32(0)
+                H[vi] = H[vi] + T.exp((X[vi, vj] - M[vi]) * T.float32(0.5)) * O[vi, 0]
+
+
+def test_readers_that_cannot_join_the_walk_read_the_final_maximum():
+    # the two passes alone (RowPartials would take G, a column sum), with every check: numerics against the input
+    result = run_pipeline(WithOtherReaders, [HoistAllocations(), OnlineSoftmax()], checks=CHECKS)
+    (decision,) = _decisions(result.module)
+    assert decision.startswith("M: online with L, A over vj")
+    assert "left reading the final maximum: G sums over" in decision
+    assert "O, between the max and H, touches what it reads or writes" in decision
+    assert len(top_level_statements(result.module["main"])) == 4   # the walk, O, G, H
 
 
 def test_the_contract_check_catches_a_pass_that_moves_a_sum_out_of_the_online_loop():

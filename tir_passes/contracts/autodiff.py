@@ -8,6 +8,10 @@
                                          narrower than its accumulator (fp16 x fp16 -> fp32): the dtype
                                          the incoming gradient is rounded to in its adjoints, so they are
                                          tl.dots of the forward's operand dtype, with the reason
+  root annotation "autodiff.zero_gradients" ZeroGradient per forward max/min reduction whose result no output
+                                         depends on (a shift every output is invariant to, proven by
+                                         passes/autodiff/shift_invariance.py): its gradient is zero, so
+                                         no adjoint is built for it, with the reason
   root annotation "autodiff.signature"  GradientSignature: which backward parameter is which: the
                                          forward parameters it reads, the gradient of each forward
                                          output it takes, the gradient of each `wrt` it writes
@@ -25,6 +29,7 @@ from tvm import s_tir
 from ..errors import NotDifferentiableError
 
 VALUES_KEY, SIGNATURE_KEY, CONTRACTIONS_KEY = "autodiff.values", "autodiff.signature", "autodiff.contractions"
+ZERO_GRADIENTS_KEY = "autodiff.zero_gradients"
 INPUT, SAVED, RECOMPUTED = "input", "saved", "recomputed"
 
 
@@ -45,6 +50,13 @@ class ContractionAdjoint:
 
 
 @dataclass(frozen=True)
+class ZeroGradient:
+    block: str               # the forward max/min reduction
+    buffer: str              # its result, whose gradient is zero
+    reason: str
+
+
+@dataclass(frozen=True)
 class GradientSignature:
     forward: str                               # the forward PrimFunc's name
     reads: tuple[str, ...]                     # forward parameters, passed in this order first
@@ -53,9 +65,10 @@ class GradientSignature:
 
 
 def write_records(block: s_tir.SBlock, values: list[ForwardValue], sig: GradientSignature,
-                  contractions: list[ContractionAdjoint] = ()) -> dict:
+                  contractions: list[ContractionAdjoint] = (), zero: list[ZeroGradient] = ()) -> dict:
     """The root block's annotations with the records added."""
     annotations = dict(block.annotations.items())
+    annotations[ZERO_GRADIENTS_KEY] = [{"block": z.block, "buffer": z.buffer, "reason": z.reason} for z in zero]
     annotations[CONTRACTIONS_KEY] = [{"block": c.block, "gradient": c.gradient, "operand_dtype": c.operand_dtype,
                                       "reason": c.reason} for c in contractions]
     annotations[VALUES_KEY] = [{"buffer": v.buffer, "decision": v.decision, "blocks": list(v.blocks),
@@ -76,6 +89,11 @@ def contraction_adjoints(func) -> tuple[ContractionAdjoint, ...]:
     raw = _root_annotation(func, CONTRACTIONS_KEY)
     return tuple(ContractionAdjoint(str(c["block"]), str(c["gradient"]), str(c["operand_dtype"]), str(c["reason"]))
                  for c in raw)
+
+
+def zero_gradients(func) -> tuple[ZeroGradient, ...]:
+    raw = _root_annotation(func, ZERO_GRADIENTS_KEY)
+    return tuple(ZeroGradient(str(z["block"]), str(z["buffer"]), str(z["reason"])) for z in raw)
 
 
 def signature(func) -> GradientSignature:

@@ -11,7 +11,9 @@ What it rewrites: a nest `M[r] = max(M[r], x)` over one reduction axis j (with T
 later nests that read M only through exponentials, `Y[r, ..] = Y[r, ..] + t` over the same
 domain of j with T.init zero, where t scales like exp(-c*M) (degree one: every M in t sits in an
 `exp` whose argument is linear in M with the same coefficient -c, and t is a product, quotient,
-cast or selection of such factors and terms free of M). Elementwise blocks that read M and write
+cast or selection of such factors and terms free of M; a later reduction that reads M but is not such
+a sum, or cannot move up to the max, stays where it is and reads the final M: a backward's adjoints,
+the reason in the record). Elementwise blocks that read M and write
 an intermediate (softmax's exponentials) are inlined first, so their consumers read M directly.
 The result is one nest at the max's place:
 
@@ -357,24 +359,28 @@ def _inline_exponentials(func, mx: MaxNest) -> tuple[tirx.PrimFunc, list[str]]:
     return sch.mod["main"], inlined
 
 
-def _group(func, max_index: int) -> tuple[MaxNest, list[SumNest]]:
+def _group(func, max_index: int) -> tuple[MaxNest, list[SumNest], list[str]]:
+    """The max, its sums, and why each other reducing reader of M stays (reading the final maximum)."""
     statements = top_level_statements(func)
     mx = max_nest(statements[max_index], max_index)
-    sums = []
+    sums, left = [], []
     for index in range(max_index + 1, len(statements)):
-        stmt = statements[index]
-        if not any(_block_reads(b, mx.buffer) for b in blocks_under(stmt)):
-            continue
-        nest = perfect_nest(stmt)
-        if nest is not None and len(_reduce_vars(nest[1].block)) == 0:
+        stmt, nest = statements[index], perfect_nest(statements[index])
+        if not any(_block_reads(b, mx.buffer) for b in blocks_under(stmt)) or (
+                nest is not None and len(_reduce_vars(nest[1].block)) == 0):
             continue  # a later elementwise reader sees the final maximum, as before
-        sums.append(sum_nest(stmt, index, mx))
+        try:
+            candidate = sum_nest(stmt, index, mx)
+            _blocked(statements, mx, sums, candidate)
+            sums.append(candidate)
+        except _Refused as why:   # a backward's adjoints: rows over the other axis, or after what the sums feed
+            left.append(str(why))
     if not sums:
-        raise _Refused(f"no sum over {mx.axis.var.name} reads {mx.buffer.name}")
+        raise _Refused(f"no sum over {mx.axis.var.name} reads {mx.buffer.name}" + "".join(f"; {w}" for w in left))
     rates = {s.rate for s in sums}
     if any(not math.isclose(r, sums[0].rate, rel_tol=1e-6) for r in rates):
         raise _Refused(f"the sums scale {mx.buffer.name} by different factors {sorted(rates)}")
-    return mx, sums
+    return mx, sums, left
 
 
 def _contraction_producing(func, mx: MaxNest, spec: GpuSpec) -> str | None:
@@ -417,24 +423,19 @@ def _reads_of(stmt) -> set[str]:
     return {region.source.name for block in blocks_under(stmt) for region in block.reads}
 
 
-def _movable(func, mx: MaxNest, sums: list[SumNest]) -> None:
-    """Every sum may move up to the max: nothing between writes what it reads, or touches what it
-    writes."""
-    statements = top_level_statements(func)
-    moving = {s.index for s in sums}
-    for s in sums:
-        reads, writes = _reads_of(statements[s.index]), _writes_of(statements[s.index])
-        if reads & {w for other in sums for w in _writes_of(statements[other.index])}:
-            raise _Refused(f"{s.realize.block.name_hint} reads what another sum of {mx.buffer.name} writes")
-        for index in range(mx.index + 1, s.index):
-            if index in moving:
-                continue
-            between = statements[index]
-            name = ", ".join(b.name_hint for b in blocks_under(between))
-            if _writes_of(between) & (reads | writes) or _reads_of(between) & writes:
-                raise _Refused(
-                    f"{name}, between the max and {s.realize.block.name_hint}, touches what it reads or writes"
-                )
+def _blocked(statements: list, mx: MaxNest, sums: list[SumNest], s: SumNest) -> None:
+    """_Refused unless `s` may move up to the max beside `sums` (nothing between touches what it reads, writes)."""
+    reads, writes = _reads_of(statements[s.index]), _writes_of(statements[s.index])
+    if reads & {w for other in sums for w in _writes_of(statements[other.index])}:
+        raise _Refused(f"{s.realize.block.name_hint} reads what another sum of {mx.buffer.name} writes")
+    moving = {other.index for other in sums}
+    for index in range(mx.index + 1, s.index):
+        if index in moving:
+            continue
+        between = statements[index]
+        name = ", ".join(b.name_hint for b in blocks_under(between))
+        if _writes_of(between) & (reads | writes) or _reads_of(between) & writes:
+            raise _Refused(f"{name}, between the max and {s.realize.block.name_hint}, touches what it reads or writes")
 
 
 # --- building the online nest ----------------------------------------------------------------------
@@ -555,14 +556,13 @@ def _try_group(func, index: int, decisions: list[str], spec: GpuSpec) -> tirx.Pr
     name = mx.realize.block.name_hint
     try:
         inlined_func, inlined = _inline_exponentials(func, mx)
-        mx, sums = _group(inlined_func, _index_of(inlined_func, name))
+        mx, sums, left = _group(inlined_func, _index_of(inlined_func, name))
         reason = _worth_it(inlined_func, mx, sums, spec)
         if reason is None:
             decisions.append(
                 f"{name}: not online: its rows fit in one tile and no sum is a contraction over {mx.axis.var.name}"
             )
             return None
-        _movable(inlined_func, mx, sums)
     except _Refused as why:
         decisions.append(f"{name}: not online: {why}")
         return None
@@ -572,7 +572,7 @@ def _try_group(func, index: int, decisions: list[str], spec: GpuSpec) -> tirx.Pr
     first_finite, why = first_element_finite(inlined_func, mx.realize.block, element, mx.axis)
     restart = "no restart: " if first_finite else "the sums restart where the maximum was -inf: "
     decisions.append(f"{name}: online with {summed} over {mx.axis.var.name}{note}: {reason}; one pass over the row; "
-                     f"{restart}{why}")
+                     f"{restart}{why}" + (f"; left reading the final maximum: {'; '.join(left)}" if left else ""))
     return _rewrite(inlined_func, mx, sums, first_finite, first_finite and finite_constant(mx.realize.block.init.value))
 
 

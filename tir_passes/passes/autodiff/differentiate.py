@@ -45,7 +45,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ...contracts.autodiff import ContractionAdjoint, GradientSignature, write_records
+from ...contracts.autodiff import ContractionAdjoint, GradientSignature, ZeroGradient, write_records
 from ...errors import NotDifferentiableError
 from .adjoint_rules import Partials, dtype_of, is_float
 from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
@@ -53,6 +53,7 @@ from .arg_reduction import ARG_INDEX
 from .forward import MAX, MIN, PROD, SCAN, SUM, ForwardBlock, ForwardProgram, read_forward
 from .forward_values import plan_forward_values
 from .read_inversion import invert_read
+from .shift_invariance import invariant_reductions
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,12 @@ class _Backward:
 
     def build(self) -> tirx.PrimFunc:
         output_grads = self._output_gradients()
+        invariant = invariant_reductions(self.forward)
+        zero = [ZeroGradient(b.name, b.output.name, f"every output is invariant to a shift of {b.output.name} (it "
+                             "enters only as a shift of exponentials that are normalized away): its gradient is zero")
+                for b in invariant]
         for block in reversed(self.forward.blocks):
-            if block.output.__chandle__() in self.active:
+            if block.output.__chandle__() in self.active and not any(block is b for b in invariant):
                 upstream = self._assemble(block.output)
                 if upstream is not None:
                     self._differentiate_block(block, upstream)
@@ -146,7 +151,7 @@ class _Backward:
                                       tuple((d.name, y.name) for d, y in output_grads),
                                       tuple((d.name, x.name) for d, x in grads))
         root_annotations = write_records(self.forward.func.body.block, list(plan.values), signature,
-                                         self.contractions)
+                                         self.contractions, zero)
         allocs = list(plan.buffers) + self.allocs
         params = reads + [d for d, _ in output_grads] + [d for d, _ in grads]
         return function(self.name, params, [b.stmt for b in plan.recomputed] + self.statements, allocs,
