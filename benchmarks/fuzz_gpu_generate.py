@@ -53,6 +53,9 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
+SAVE_EVERY = 25   # programs between rewrites of cases.json
+
+
 def prepare(seed: int, scale: int, out_dir: str, verify: bool) -> dict:
     """Write one program's module, data and expected outputs; return its cases.json entry."""
     program = generate(seed, scale=scale)
@@ -104,16 +107,23 @@ def prepare_isolated(seed: int, scale: int, out_dir: str, verify: bool, seconds:
 def write_chunk(seeds: range, scale: int, out_dir: str, verify: bool, seconds: float) -> tuple[int, int]:
     os.makedirs(out_dir, exist_ok=True)
     cases, skipped = [], []
-    for seed in seeds:
+    for done, seed in enumerate(seeds, 1):
         entry = prepare_isolated(seed, scale, out_dir, verify, seconds)
         (skipped if "skipped" in entry else cases).append(entry)
         if "skipped" in entry:
             print(f"seed {seed} ({entry['family']}): {entry['skipped']}: {entry['detail'].splitlines()[0][:200]}", flush=True)
-    with open(os.path.join(out_dir, "cases.json"), "w") as handle:
-        json.dump({"tolerances": TOLERANCES, "scale": scale, "cases": cases}, handle, indent=1)
-    with open(os.path.join(out_dir, "skipped.json"), "w") as handle:
-        json.dump(skipped, handle, indent=1)
+        if done % SAVE_EVERY == 0 or done == len(seeds):   # an interrupted chunk is a campaign of what it holds
+            _write_json(out_dir, "cases.json", {"tolerances": TOLERANCES, "scale": scale, "cases": cases})
+            _write_json(out_dir, "skipped.json", skipped)
     return len(cases), len(skipped)
+
+
+def _write_json(out_dir: str, name: str, value) -> None:
+    """Atomically: a reader (the packer) never sees half a file."""
+    partial = os.path.join(out_dir, name + ".partial")
+    with open(partial, "w") as handle:
+        json.dump(value, handle, indent=1)
+    os.replace(partial, os.path.join(out_dir, name))
 
 
 def main(argv: list[str] | None = None) -> int:
