@@ -49,6 +49,11 @@ TILE_SECONDS = 5.9e-6             # a tile's fixed cost on top of its tensor-cor
 PERSISTENT_SAVING_SECONDS = 0.5e-6
 CONFIDENCE = 0.1                  # the share of a price a choice must save to become a default
 WGMMA_ROWS = 64                   # rows of one warpgroup MMA: the B tile is read once per 64 rows
+# a deterministic tl.dot's floors (docs/determinism.md): on sm_90 Triton runs wgmma only where the M tile is a
+# multiple of 64 (a warpgroup's rows) and num_warps a multiple of 4 (AccelerateMatmul's MMAv3 condition); else
+# mma.sync, another instruction's arithmetic. Applied on every GPU: a module runs one family wherever it runs.
+MMA_ROWS = WGMMA_ROWS
+MMA_WARPS = 4
 # fp32 accumulator elements one thread may hold: the 128×256 tile at 8 warps (torch inductor's widest
 # Hopper GEMM tile, and the model's measured best for 4096³); more spills beside the operands' registers
 ACCUMULATOR_ELEMENTS_PER_THREAD = 128
