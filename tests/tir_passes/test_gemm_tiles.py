@@ -117,3 +117,17 @@ def test_the_plan_records_the_filling_tiles_and_says_why_whatever_the_loop_order
         assert kernel.num_stages == 4 and kernel.num_warps == 4
         assert "fill the GPU" in decisions and "instead of 16x128x64" in decisions
     assert plain[0] == swapped[0]
+
+
+def test_the_staged_bytes_are_what_triton_allocates_for_cast_operands():
+    """DotNest.staged_bytes against Triton's sm_90 TTGIR for matmul at 128×256×64 and 4 stages
+    (fp16 operands; the backward's dC fp32, cast to fp16 in registers): the forward 4 × 49,152; dA
+    = dC·Bᵀ, dC the MMA's A operand, 3 fp32 tiles in shared memory and 4 of B; dB = Aᵀ·dC, dC the
+    MMA's B operand, its 3 fp32 tiles and one fp16 tile after the cast (Triton reported 196,640,
+    229,432 and 245,816 bytes: these plus its barriers)."""
+    from tir_passes.contracts.gemm_price import DotNest
+
+    assert DotNest().staged_bytes(128, 256, 64, 4, 2) == 196608
+    assert DotNest(a_load_bytes=4, mma_b_side="b").staged_bytes(128, 256, 64, 4, 2) == 229376
+    assert DotNest(b_load_bytes=4, mma_b_side="b").staged_bytes(256, 128, 64, 4, 2) == 245760
+    assert DotNest(a_load_bytes=2, b_load_bytes=2).staged_bytes(128, 256, 64, 3, 2) == 3 * 49152

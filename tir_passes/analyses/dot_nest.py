@@ -9,12 +9,15 @@ block and in the up projection's: the kernel loads it once per K step for both t
 
 from __future__ import annotations
 
+import dataclasses
+
 import tvm
 import tvm_ffi
 from tvm import tirx
 
 from tir_passes.analyses.nest import block_accesses, contraction_operands, realizes_under, vars_of
 from tir_passes.contracts.gemm_price import DotNest
+from tir_passes.infra.dtypes import element_bytes
 
 
 def dot_nest(m_loop: tirx.For, k_loop: tirx.For) -> DotNest:
@@ -52,3 +55,29 @@ def _outputs(m_loop: tirx.For) -> int:
     read_elsewhere = {a.buffer.name for block in blocks for a in block_accesses(block)
                       if not a.is_store and written.get(a.buffer.name) is not block}
     return max(1, sum(1 for name in written if name not in read_elsewhere))
+
+
+def operand_staging(nest: DotNest, a, b, realize, n_loop: tirx.For) -> DotNest:
+    """The nest with how its operand tiles reach the MMA (DotNest.staged_bytes): the bytes each
+    side's operand is loaded at, when a cast in registers makes them other than the dot's dtype
+    (an fp32 gradient in an fp16 dot), and which side is the MMA's B operand: the one along the
+    output's columns (the lowering orders tl.dot so), `n_loop`'s side unless the store's last index
+    is not bound to it."""
+    return dataclasses.replace(nest, a_load_bytes=_load_bytes(a), b_load_bytes=_load_bytes(b),
+                               mma_b_side="b" if _drives_last_index(realize, n_loop) else "a")
+
+
+def _load_bytes(operand) -> int:
+    """The element bytes of the one buffer the operand loads (0: not a single load, or its own dtype)."""
+    loads: list = []
+    tvm_ffi.structural_walk(operand.value, (tvm.ir.TensorLoad, loads.append))
+    return element_bytes(str(loads[0].source.dtype)) if len(loads) == 1 else 0
+
+
+def _drives_last_index(realize, loop: tirx.For) -> bool:
+    store = realize.block.body
+    if not isinstance(store, tirx.BufferStore) or not store.indices:
+        return True
+    bound = {iv.var.name for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+             if loop.loop_var.name in {v.name for v in vars_of(value)}}
+    return bool(bound & {v.name for v in vars_of(store.indices[-1])})

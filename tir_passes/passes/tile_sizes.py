@@ -37,11 +37,12 @@ FILL_STAGES = 4      # and its stages: the loads of a memory-bound loop in fligh
 # ran 4096³ in 199.0 µs at 4 stages against 205.2 at 3, 8192×11008×4096 in 1087.9 against 1101.7
 # (256×128×64 at 4: 1049.5), and 3000×5000×1000 with pointer stores 79.0 against 77.9 (2026-12-01); again
 # on 2026-12-02 (benchmarks/gemm_misses_gpu.py): 4096³ 198.5 against 206.0, 8192×11008×4096 1005.0 against 1009.1.
-# But the final suite run of 2026-12-02 found matmul's backward (dC·Bᵀ, Aᵀ·dC: transposed operands) at 4
-# stages asking for 245,760 bytes of shared memory, one stage more than the price counts (196,608), and
-# failing on the H200 (OutOfResources). Until the price knows which operand layouts cost Triton the extra
-# buffer, wide tiles take the 3 stages that fit everywhere.
-WIDE_STAGES = PIPELINE_STAGES
+# The final suite run of 2026-12-02 found matmul's backward at 4 stages asking for 245,760 bytes of shared
+# memory where the price counted 196,608 (OutOfResources on the H200): its fp32 dC is staged at 4 bytes and
+# cast to fp16 in registers, and as dB = Aᵀ·dC's MMA B operand staged again after the cast. The price counts
+# that now (DotNest.staged_bytes): 4 stages where they fit, 3 where they do not (dB; dA's 229,432 fit).
+WIDE_STAGES = 4
+MMA_BARRIER_BYTES = 64   # the pipeline's mbarriers beside the stages (Triton reported 32 to 56 bytes more)
 CONFIDENCE = 0.1     # the share of the base's price another tile must save to replace it
 ROW_ELEMENTS_PER_PROGRAM = 4096
 UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
@@ -74,8 +75,8 @@ def base_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: 
 
 
 def _fits(spec: GpuSpec, elt: int, sizes: dict[str, int], stages: int, nest: DotNest, extra_bytes: int = 0) -> bool:
-    staged = stages * nest.staged_elements(sizes["M"], sizes["N"], sizes["K"]) * elt
-    return staged + extra_bytes <= spec.shared_memory_per_block
+    staged = nest.staged_bytes(sizes["M"], sizes["N"], sizes["K"], stages, elt)
+    return staged + extra_bytes + MMA_BARRIER_BYTES <= spec.shared_memory_per_block
 
 
 def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest = ONE_GEMM,

@@ -31,7 +31,7 @@ from tir_passes.analyses.columns import column_loop, reduces_down_columns
 from tir_passes.passes import tile_sizes
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.determinism import only_dots_order_sensitive, order_sensitive
-from tir_passes.analyses.dot_nest import dot_nest
+from tir_passes.analyses.dot_nest import dot_nest, operand_staging
 from tir_passes.analyses.masked_walk import walk_is_masked
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
 from tir_passes.contracts.backend_limits import BackendLimits
@@ -220,7 +220,7 @@ def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name, determi
         return None
     extents = {} if deterministic and not free_dots else \
         {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
-    nest = dot_nest(m, k)   # the contractions sharing the K loop, priced as one (SwiGLU's two projections)
+    nest = operand_staging(dot_nest(m, k), a, b, realize, n)  # the dots of the K loop priced as one (SwiGLU's)
     taken = set(blocked) | {_key(m), _key(n), _key(k)}  # the other spatial loops: programs beside the M·N tiles
     batch = math.prod(static_int(x.extent) or 1 for x in loops
                       if _key(x) not in taken and loop_kind(x, realize) == SPATIAL)
@@ -342,11 +342,12 @@ def _indexed_axes(realize, loop: tirx.For) -> set[tuple[str, int]]:
 def _fused_contraction(spec, shape: FusedShape, blocked, axis_name, deterministic=False,
                        free_dots=False) -> KernelPlan | None:
     """A contraction whose M and N are the shared loops (a matmul with its epilogue; `free_dots`
-    holds while no other block of it sums in an order-sensitive way)."""
+    holds while only contractions of it sum in an order-sensitive way)."""
     for loops, realize in shape.subs:
         if contraction_operands(realize.block) is None:
             continue
-        free = free_dots and not any(order_sensitive(r.block) for _, r in shape.subs if r is not realize)
+        free = free_dots and not any(order_sensitive(r.block) and contraction_operands(r.block) is None
+                                     for _, r in shape.subs)
         plan = _plan_contraction(spec, shape.shared + loops, realize, blocked, axis_name(), deterministic, free)
         if plan is None:
             continue
