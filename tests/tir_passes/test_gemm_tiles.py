@@ -60,7 +60,7 @@ def test_square_shapes_are_not_narrowed():
 def test_large_16_bit_gemms_get_wide_tiles_on_sm_90_only():
     for extents in ({"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 11008, "K": 4096}):   # tiles divide
         tiles = contraction_tiles(H200, "float16", extents)
-        # WIDE_STAGES (3 since matmul's backward needed a stage more than the price counts at 4)
+        # WIDE_STAGES (4) where the stages fit: DotNest.staged_bytes, as Triton allocates them
         assert (tiles.m, tiles.n, tiles.k, tiles.warps, tiles.stages) == (128, 256, 64, 8, tile_sizes.WIDE_STAGES)
         assert contraction_tiles(A100, "float16", extents).n == 128
         assert contraction_tiles(H200, "float32", extents).n == 64   # fp32 keeps its tiles

@@ -70,3 +70,26 @@ def test_under_the_floor_the_dot_runs_another_instruction():
     rows = compile_ahead_of_time(kernel.module_file(), tile_kernel, {**default, "BLOCK_M": 32}, 90, listings=True)
     warps = compile_ahead_of_time(kernel.module_file(), tile_kernel, {**default, "num_warps": 2}, 90, listings=True)
     assert mma_families(rows.ttgir) == mma_families(warps.ttgir) == {(2, None)}
+
+
+def test_the_floor_is_on_the_outputs_rows_when_the_lowering_swaps_the_operands():
+    """matmul's dB = Aᵀ·dC: the lowering writes tl.dot(A_tile, dCᵀ), so the MMA's rows are the
+    plan's BLOCK_N: that one is floored, and its configs all run wgmma; 32 columns (BLOCK_M) still
+    do, 32 rows do not."""
+    from tir_passes import differentiate
+
+    backward = differentiate(make_matmul(300, 512, 1024, "float16", "float32"), ["A", "B"])
+    kernel = compile(backward, deterministic=True, verify=False)
+    tile_kernel = next(k for k in with_tile_accesses(kernel.program).kernels if k.name.endswith("kernel1"))
+    assert [d.block for d in tile_kernel.dims][:2] == ["BLOCK_N", "BLOCK_M"]   # rows, columns
+    assert ("BLOCK_N", 64, "mma") in tile_kernel.floors and not any(f[0] == "BLOCK_M" for f in tile_kernel.floors)
+    configs = kernel.module(interpret=True).CONFIGS[tile_kernel.name]
+    assert min(c["BLOCK_N"] for c in configs) >= 64
+    default = configs[0]
+    families = set()
+    for config in configs + [{**default, "BLOCK_M": 32}]:
+        families |= mma_families(compile_ahead_of_time(kernel.module_file(), tile_kernel, config, 90,
+                                                       listings=True).ttgir)
+    assert families == {(3, 16)}, families
+    narrow = compile_ahead_of_time(kernel.module_file(), tile_kernel, {**default, "BLOCK_N": 32}, 90, listings=True)
+    assert mma_families(narrow.ttgir) == {(2, None)}

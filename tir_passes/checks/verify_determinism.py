@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from tir_passes.analyses.determinism import (chunk_elements, fits_whole, narrowest_load, order_sensitive,
                                              reduces_along_contiguous, whole_tile)
+from tir_passes.analyses.dot_nest import drives_output_columns
 from tir_passes.analyses.nest import REDUCE, block_sites, loop_kind, loop_sites, written_buffers
 from tir_passes.contracts.tile_contract import (GRID, TILE, WARPS, KernelTile, LoopTile, dot_mark, kernel_tile,
                                                 loop_tile, scan_mark)
@@ -77,17 +78,21 @@ def _only_dots(blocks) -> bool:
 
 def _dot_step_pins(blocks, tiles, kernel: KernelTile) -> list[str]:
     """A kernel whose only sums are tl.dots: each one's K tile pinned (the order of an element's
-    partial products), its M tile and num_warps at least MMA_ROWS and MMA_WARPS, pinned or floored
-    there in every config (below, Triton runs another MMA instruction family)."""
+    partial products), its rows' tile (the output's rows: the MMA's M) and num_warps at least
+    MMA_ROWS and MMA_WARPS, pinned or floored there in every config (below, Triton runs another MMA
+    instruction family)."""
     by_axis = {tile.axis: tile for tile in tiles.values() if tile is not None and tile.role == TILE}
     problems = []
-    for realize, _ in blocks:
+    for realize, enclosing in blocks:
         mark = dot_mark(realize.block)
-        if mark is None or mark.k not in by_axis or mark.m not in by_axis:
+        if mark is None or not {mark.m, mark.n, mark.k} <= set(by_axis):
             continue
         name = realize.block.name_hint
         problems.append(_unpinned(by_axis[mark.k], kernel, f"{name}'s K steps (the order its partial products add in)"))
-        problems.append(_at_least(by_axis[mark.m].block, by_axis[mark.m].size, MMA_ROWS, kernel))
+        columns = {tiles[loop.loop_var.__chandle__()].axis for loop in enclosing
+                   if tiles[loop.loop_var.__chandle__()] is not None and drives_output_columns(realize, loop)}
+        rows = by_axis[mark.n if mark.m in columns and mark.n not in columns else mark.m]   # the MMA's M
+        problems.append(_at_least(rows.block, rows.size, MMA_ROWS, kernel))
     problems.append(_at_least(WARPS, kernel.num_warps, MMA_WARPS, kernel))
     return problems
 

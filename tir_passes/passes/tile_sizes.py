@@ -103,23 +103,24 @@ def deterministic_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None
     """The tiles of a deterministic kernel whose only order-sensitive sums are tl.dots
     (docs/determinism.md). BLOCK_K is the base's for the dtype whatever the extents (64 for 16-bit
     operands, 32 for fp32, halved only to fit the spec's shared memory at 128×128): the one tile
-    that fixes the order an element's partial products are added in, pinned. BLOCK_M is at least
-    MMA_ROWS and the warps at least MMA_WARPS, so that Triton keeps one MMA instruction family (wgmma
+    that fixes the order an element's partial products are added in, pinned. The output's rows (the
+    MMA's M: BLOCK_M, or BLOCK_N of a product the lowering writes as tl.dot(b, a), DotNest.mma_b_side)
+    are at least MMA_ROWS and the warps at least MMA_WARPS, so that Triton keeps one MMA family (wgmma
     on sm_90; a narrower tile or fewer warps would run mma.sync). Within that, the choice without
     the flag at this K (the base, the wide tiles, the filling ones, by the GEMM price): the M and N
     tiles, warps and stages do not enter an element's arithmetic, so they may follow the extents and
     the spec's SM count as the plan without the flag does."""
-    elt = element_bytes(dtype)
+    elt, rows = element_bytes(dtype), "M" if nest.mma_b_side == "b" else "N"   # the output's rows: the MMA's M
     k = base_sizes(spec, dtype, {}, nest)["K"]
-    sizes = base_sizes(spec, dtype, {"M": extents.get("M"), "N": extents.get("N")}, nest)
-    sizes = {"M": max(MMA_ROWS, sizes["M"]), "N": sizes["N"], "K": k}
+    sizes = {**base_sizes(spec, dtype, {"M": extents.get("M"), "N": extents.get("N")}, nest), "K": k}
+    sizes[rows] = max(MMA_ROWS, sizes[rows])
     base = GemmTiles(sizes["M"], sizes["N"], k, PIPELINE_STAGES, max(MMA_WARPS, contraction_warps(sizes, nest)))
     if any(extents.get(axis) is None for axis in ("M", "N", "K")):
         return base
     static = {axis: int(extents[axis]) for axis in ("M", "N", "K")}
     candidates = [base] + candidates_wide(spec, elt, static, base, nest, out_bytes) + \
         candidates_filling(spec, elt, static, base, nest, batch, block_k=k)
-    kept = [t for t in candidates if t.k == k and t.m >= MMA_ROWS and t.warps >= MMA_WARPS]
+    kept = [t for t in candidates if t.k == k and (t.m if rows == "M" else t.n) >= MMA_ROWS and t.warps >= MMA_WARPS]
     return _cheapest(spec, elt, out_bytes, static, kept, batch, nest)
 
 

@@ -66,11 +66,12 @@ def pin(stmt, plan: KernelPlan, blocked: set[int], limits: BackendLimits) -> Non
 
 
 def _pin_dot_steps(plan: KernelPlan) -> None:
-    """Each tl.dot's K tile pinned (the order of an element's partial products); its M tile and the
-    warps floored where Triton keeps the MMA instruction family (MMA_ROWS, MMA_WARPS)."""
-    for m, _, k in plan.dots.values():
+    """Each tl.dot's K tile pinned (the order of an element's partial products); its rows' tile (the
+    MMA's M: the output's rows, plan.mma_rows) and the warps floored where Triton keeps the MMA
+    instruction family (MMA_ROWS, MMA_WARPS)."""
+    for m, n, k in plan.dots.values():
         plan.pins.setdefault(plan.tiles[k].axis, PIN_DOT)
-        plan.floors[plan.tiles[m].axis] = MMA_ROWS
+        plan.floors[plan.tiles[m if plan.mma_rows == "M" else n].axis] = MMA_ROWS
     plan.warps_floor = MMA_WARPS
     steps = ", ".join(f"{plan.tiles[k].axis}={plan.tiles[k].size}" for _, _, k in plan.dots.values())
     plan.notes.append(f"deterministic: tl.dot K tiles {steps} kept in every config; M tiles at least "

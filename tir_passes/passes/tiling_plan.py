@@ -220,7 +220,7 @@ def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name, determi
         return None
     extents = {} if deterministic and not free_dots else \
         {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
-    nest = operand_staging(dot_nest(m, k), a, b, realize, n)  # the dots of the K loop priced as one (SwiGLU's)
+    nest = operand_staging(dot_nest(m, k), a, b, realize, m, n)  # the K loop's dots priced as one (SwiGLU's)
     taken = set(blocked) | {_key(m), _key(n), _key(k)}  # the other spatial loops: programs beside the M·N tiles
     batch = math.prod(static_int(x.extent) or 1 for x in loops
                       if _key(x) not in taken and loop_kind(x, realize) == SPATIAL)
@@ -228,7 +228,7 @@ def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name, determi
     choose = tile_sizes.deterministic_tiles if deterministic and free_dots else tile_sizes.contraction_tiles
     tiles = choose(spec, dtype, extents, nest, batch, out_bytes)
     plan = KernelPlan([list(loops)], num_warps=tiles.warps, num_stages=tiles.stages, group_m=8,
-                      free_dots=deterministic and free_dots)
+                      free_dots=deterministic and free_dots, mma_rows="M" if nest.mma_b_side == "b" else "N")
     for loop, role, size in ((m, "M", tiles.m), (n, "N", tiles.n), (k, "K", tiles.k)):
         plan.tiles[_key(loop)] = TileChoice(axis_name(loop), size, False, f"BLOCK_{role}")
     plan.notes += tile_sizes.tile_notes(spec, dtype, extents, nest, tiles, batch, out_bytes)

@@ -43,6 +43,7 @@ class KernelPlan:
     free_dots: bool = False
     floors: dict[str, int] = field(default_factory=dict)
     warps_floor: int = 0     # num_warps' minimum (0: none)
+    mma_rows: str = "M"      # which of a contraction's M and N is the output's rows, the MMA's M (dot_nest.py)
 
 
 def _key(loop: tirx.For) -> int:
