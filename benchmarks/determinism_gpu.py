@@ -7,11 +7,18 @@ For each case, with and without the flag: every batch's module runs on the first
 inputs, and each row's output bits are compared with the same row in the largest batch; then every
 config of the largest batch's module runs and is compared with its default config. With the flag
 every comparison must be equal (the promise); without it, differences show what the flag buys.
+
+A deterministic GEMM (a kernel with floors: its K tile pinned, its M/N tiles free) also runs the
+generator's probes (other M/N tiles, the wide ones, warps, GROUP_M, PROGRAMS_PER_SM), and every
+config and probe with the descriptor variant switched off too (USE_DESCRIPTORS = False: the
+pointer kernel): the H200 proves or refutes that M/N tiles and the variant leave the bits alone.
+A config the GPU cannot run (OutOfResources: its shared memory) is listed as refused, not equal.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import sys
@@ -55,25 +62,33 @@ def check(folder: str, entry: dict, batches: list[int]) -> dict:
     modules = {b: load(folder, entry["modules"][str(b)]) for b in batches}
     reference = run(modules[largest], entry, tensors, largest)
     same_rows = {str(b): bool(torch.equal(run(modules[b], entry, tensors, b), reference[:b])) for b in batches[:-1]}
-    module, differing, total = modules[largest], [], 0
+    module, differing, refused, total, seen = modules[largest], [], [], 0, set()
+    variants = {str(b): dict(getattr(modules[b], "VARIANTS_RUN", {})) for b in batches}  # pointers or descriptors
+    probes = entry.get("probes", {})
     for name, configs in module.CONFIGS.items():
-        default = module.CHOSEN[name]
-        for index, config in enumerate(configs):
-            if index == default:
+        default, listed = module.CHOSEN[name], len(configs)
+        configs.extend(probes.get(name, []))
+        switches = (True, False) if name in probes else (True,)   # a GEMM: both variants of every config
+        for index, descriptors in itertools.product(range(len(configs)), switches):
+            if index == default and descriptors:
                 continue
             total += 1
-            module.CHOSEN[name] = index
+            module.CHOSEN[name], module.USE_DESCRIPTORS = index, descriptors
             try:
                 if not torch.equal(run(module, entry, tensors, largest), reference):
-                    differing.append({"kernel": name, "config": config})
+                    differing.append({"kernel": name, "config": configs[index], "descriptors": descriptors})
+                seen.add(module.VARIANTS_RUN.get(name, "pointers").split(":")[0])
             except Exception as err:  # noqa: BLE001  a config the GPU refuses is reported, not counted as equal
-                differing.append({"kernel": name, "config": config, "error": str(err).splitlines()[0][:200]})
+                failure = {"kernel": name, "config": configs[index], "descriptors": descriptors,
+                           "error": str(err).splitlines()[0][:200]}
+                (refused if type(err).__name__ == "OutOfResources" else differing).append(failure)
             finally:
-                module.CHOSEN[name] = default
+                module.CHOSEN[name], module.USE_DESCRIPTORS = default, True
+        del configs[listed:]
     kept = all(same_rows.values()) and not differing
-    variants = {str(b): dict(getattr(modules[b], "VARIANTS_RUN", {})) for b in batches}  # pointers or descriptors
     return {"name": entry["name"], "deterministic": entry["deterministic"], "rows_equal": same_rows,
-            "configs": total, "configs_differing": differing, "bitwise_equal": kept, "variants_run": variants}
+            "configs": total, "configs_differing": differing, "configs_refused": refused, "bitwise_equal": kept,
+            "variants_run": variants, "variants_seen_across_configs": sorted(seen)}
 
 
 def main(folder: str, out: str | None) -> int:
@@ -85,7 +100,9 @@ def main(folder: str, out: str | None) -> int:
         results.append(result)
         flag = "with the flag" if entry["deterministic"] else "without"
         print(f"{entry['name']} {flag}: rows {result['rows_equal']}, {len(result['configs_differing'])} of "
-              f"{result['configs']} configs differ -> {'EQUAL' if result['bitwise_equal'] else 'differs'}", flush=True)
+              f"{result['configs']} configs differ ({len(result['configs_refused'])} refused; variants "
+              f"{result['variants_seen_across_configs']}) -> {'EQUAL' if result['bitwise_equal'] else 'differs'}",
+              flush=True)
     device = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (interpreter)"
     report = {"device": device, "torch": torch.__version__,
               "triton": __import__("triton").__version__, "cases": results}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 
 import tvm
 import tvm_ffi
@@ -231,7 +231,7 @@ class KernelLowering:
             num_stages=self.record.num_stages,
             body=hoist_invariant_loads(tuple(self.emitted[0]), self.fresh),
             int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
-            pins=tuple((pin.name, pin.size, pin.why) for pin in self.record.pins),
+            pins=tuple(map(astuple, self.record.pins)), floors=tuple(map(astuple, self.record.floors)),
             dot_min_block=getattr(backend_limits(self.func), "dot_min_block", TileKernel.dot_min_block),
             persistent=self.record.persistent, programs_per_sm=self.record.programs_per_sm,
         )

@@ -323,6 +323,7 @@ class TileKernel:
     int64_buffers: tuple[str, ...] = ()
     debug: bool = False  # assert the range checks of loads and stores (tl.device_assert)
     pins: tuple[tuple[str, int, str], ...] = ()   # deterministic: (BLOCK_* or num_warps, value, why) no config changes
+    floors: tuple[tuple[str, int, str], ...] = ()  # deterministic: (BLOCK_* or num_warps, minimum, why) kept at least
     # deterministic: compiled as the program's arithmetic (no FMA contraction, integer sizes not
     # specialized on their values, one variant): docs/determinism.md, "What Triton would choose"
     deterministic: bool = False

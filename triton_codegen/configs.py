@@ -5,7 +5,8 @@ extent is a multiple of the default block size) only gets block sizes that divid
 axes of a tl.dot keep tl.dot's minimum (the backend's limit Tiling recorded: TileKernel.dot_min_block); tiles
 never exceed the extent's next power of two.
 A deterministic kernel's pins (tile_contract.Pin: reduction tiles, tl.dot tiles, num_warps) stay as
-they are in every config: only the other block sizes and num_stages vary (docs/determinism.md).
+they are in every config, and its floors (tile_contract.Floor: a tl.dot's BLOCK_M and num_warps where
+its only sums are tl.dots) are never gone under: only the other settings vary (docs/determinism.md).
 """
 
 from __future__ import annotations
@@ -36,9 +37,16 @@ def _dot_axes(body) -> set[str]:
 
 
 def _allowed(kernel: TileKernel, block: str, size: int, dot_axes: set[str]) -> bool:
+    floor = floors(kernel).get(block, 1)
     return all(block_size_allowed(size, default=dim.default, extent=_static_extent(dim), even=dim.even,
-                                  minimum=max(dim.min_block, kernel.dot_min_block if dim.name in dot_axes else 1))
+                                  minimum=max(dim.min_block, kernel.dot_min_block if dim.name in dot_axes else 1,
+                                              floor))
                for dim in kernel.dims if dim.block == block)
+
+
+def floors(kernel: TileKernel) -> dict[str, int]:
+    """The settings a deterministic kernel keeps at or above a minimum: {BLOCK_* or num_warps: minimum}."""
+    return {name: minimum for name, minimum, _ in kernel.floors}
 
 
 def _static_extent(dim) -> int | None:
@@ -61,7 +69,7 @@ def config_space(kernel: TileKernel) -> list[dict[str, int]]:
             if block not in pinned and candidate >= 1 and _allowed(kernel, block, candidate, dot_axes):
                 configs.append({**base, block: candidate})
     for warps in (4, 8, 16):
-        if warps != kernel.num_warps and WARPS not in pinned:
+        if warps != kernel.num_warps and WARPS not in pinned and warps >= floors(kernel).get(WARPS, 1):
             configs.append({**base, "num_warps": warps})
     if dot_axes:
         configs.append({**base, "num_stages": 4 if kernel.num_stages != 4 else 3})

@@ -211,7 +211,7 @@ def _header(program: TileProgram) -> str:
 def _deterministic_note() -> str:
     return (
         "\nDeterministic (compile(deterministic=True)): every output element's bits are a fixed function of the\n"
-        "inputs it reads, whatever the batch and the config; every config keeps the kernel's PINS\n"
+        "inputs it reads, whatever the batch and the config; every config keeps the kernel's PINS and FLOORS\n"
         "(tir-triton's docs/determinism.md says what the promise covers and what it cannot).\n"
     )
 
@@ -219,9 +219,11 @@ def _deterministic_note() -> str:
 def _pins_literal(program: TileProgram) -> str:
     """A deterministic module's pinned settings per kernel: {kernel: {setting: (value, why)}}."""
     table = {k.name: {name: (size, why) for name, size, why in k.pins} for k in program.kernels}
+    floors = {k.name: {name: (minimum, why) for name, minimum, why in k.floors} for k in program.kernels}
     return "# settings no config may change (deterministic): the order of every reduction\nPINS = " + pprint.pformat(
         table, width=100, sort_dicts=False
-    )
+    ) + "\n# settings no config may lower below their minimum (the MMA instruction family)\nFLOORS = " + \
+        pprint.pformat(floors, width=100, sort_dicts=False)
 
 
 def emit_module(program: TileProgram, backward: BackwardLink | None = None) -> str:

@@ -155,5 +155,6 @@ class TritonKernel(CompiledKernel):
     def kernels_manifest(self) -> list[dict]:
         return [{"name": k.name, "blocks": list(k.source_blocks), "block_sizes": k.block_sizes,
                  "num_warps": k.num_warps, "num_stages": k.num_stages, "configs": config_space(k),
-                 **({"pinned": [{"name": n, "value": v, "why": w} for n, v, w in k.pins]} if k.pins else {})}
+                 **({"pinned": [{"name": n, "value": v, "why": w} for n, v, w in k.pins]} if k.pins else {}),
+                 **({"at_least": [{"name": n, "minimum": v, "why": w} for n, v, w in k.floors]} if k.floors else {})}
                 for k in self.program.kernels]

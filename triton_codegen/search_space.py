@@ -11,7 +11,8 @@ the kernel is a persistent tile loop (0: a program a tile).
 
 A deterministic kernel's summary lists what it pins (`pinned`: BLOCK_* and num_warps, with their
 values, tile_contract.Pin): those keep their value in every config, so tuning never changes an
-element's reduction order (docs/determinism.md).
+element's reduction order (docs/determinism.md); and what it floors (`at_least`: a tl.dot's BLOCK_M
+and num_warps, tile_contract.Floor): no config goes under (the MMA instruction family).
 
 Then the model prunes: configs it says cannot run (shared memory over the limit, registers
 spilling, no program resident) go, the rest are ranked by predicted time, and the space keeps
@@ -121,6 +122,9 @@ def config_problem(kernel: dict | None, default: dict, config: dict, sizes: dict
     problem = config_assumption_problem(kernel, config, kernel.get("pinned"))
     if problem:
         return problem
+    lowered = sorted(k for k, v in kernel.get("at_least", {}).items() if config.get(k, v) < v)
+    if lowered:   # a deterministic GEMM's floors: the MMA instruction family
+        return f"it lowers {', '.join(lowered)} under the deterministic kernel's floor (docs/determinism.md)"
     if config.get("GROUP_M", 1) < 1:
         return "GROUP_M must be positive"
     return ""
@@ -133,7 +137,8 @@ def legal_configs(kernel: dict, default: dict, sizes: dict[str, int]) -> list[di
             for block in _blocks(kernel)]
     has_dot = bool(kernel["dots"])
     warps = ((pinned["num_warps"],) if "num_warps" in pinned else
-             _with(DOT_WARPS if has_dot else OTHER_WARPS, default["num_warps"]))
+             tuple(w for w in _with(DOT_WARPS if has_dot else OTHER_WARPS, default["num_warps"])
+                   if w >= kernel.get("at_least", {}).get("num_warps", 1)))
     stages = _with(DOT_STAGES if has_dot else LOOP_STAGES, default["num_stages"]) if kernel["loops"] else \
         (default["num_stages"],)
     groups = _with(GROUPS, default.get("GROUP_M", kernel["group_m"])) if kernel["group_m"] else (None,)
@@ -152,9 +157,10 @@ def legal_configs(kernel: dict, default: dict, sizes: dict[str, int]) -> list[di
 
 
 def keeps_pins(kernel: dict | None, config: dict) -> bool:
-    """A config keeps every setting the kernel's summary pins (deterministic modules)."""
-    pinned = (kernel or {}).get("pinned", {})
-    return all(config.get(name) == value for name, value in pinned.items())
+    """A config keeps every setting the kernel's summary pins, and none under its floor (deterministic modules)."""
+    pinned, floors = (kernel or {}).get("pinned", {}), (kernel or {}).get("at_least", {})
+    return all(config.get(name) == value for name, value in pinned.items()) and \
+        all(config.get(name, minimum) >= minimum for name, minimum in floors.items())
 
 
 def _blocks(kernel: dict) -> list[str]:

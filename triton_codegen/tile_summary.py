@@ -62,8 +62,10 @@ def _summarize_kernel(program, kernel) -> dict:
     visit(kernel.body, [], set())
     for dot, operands in zip(dots, dot_operands):   # the load sites it reads: a tile two dots read is staged once
         dot["operands"] = [load_sites.get(site) for site in operands]
+    floors = {name: minimum for name, minimum, _ in kernel.floors}
     dims = [{"axis": d.name, "block": d.block, "default": d.default, "extent": _entry(d.extent, sizes_of),
-             "even": d.even, "min": max(d.min_block, kernel.dot_min_block if d.name in dot_axes else 1)}
+             "even": d.even, "min": max(d.min_block, kernel.dot_min_block if d.name in dot_axes else 1,
+                                        floors.get(d.block, 1))}
             for d in kernel.dims]
     summary = {"grid": [_entry(axis.count, sizes_of) for axis in kernel.grid], "dims": dims, "accesses": accesses,
                "dots": dots,
@@ -79,6 +81,8 @@ def _summarize_kernel(program, kernel) -> dict:
         summary["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
     if kernel.pins:   # deterministic: settings the tuner keeps (search_space.py)
         summary["pinned"] = {name: size for name, size, _ in kernel.pins}
+    if kernel.floors:   # and those it keeps at or above a minimum
+        summary["at_least"] = floors
     return summary
 
 

@@ -60,7 +60,7 @@ def test_square_shapes_are_not_narrowed():
 def test_large_16_bit_gemms_get_wide_tiles_on_sm_90_only():
     for extents in ({"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 11008, "K": 4096}):   # tiles divide
         tiles = contraction_tiles(H200, "float16", extents)
-        # WIDE_STAGES (3 since matmul's backward needed a stage more than the price counts at 4)
+        # WIDE_STAGES (4) where the stages fit: DotNest.staged_bytes, as Triton allocates them
         assert (tiles.m, tiles.n, tiles.k, tiles.warps, tiles.stages) == (128, 256, 64, 8, tile_sizes.WIDE_STAGES)
         assert contraction_tiles(A100, "float16", extents).n == 128
         assert contraction_tiles(H200, "float32", extents).n == 64   # fp32 keeps its tiles
@@ -117,3 +117,17 @@ def test_the_plan_records_the_filling_tiles_and_says_why_whatever_the_loop_order
         assert kernel.num_stages == 4 and kernel.num_warps == 4
         assert "fill the GPU" in decisions and "instead of 16x128x64" in decisions
     assert plain[0] == swapped[0]
+
+
+def test_the_staged_bytes_are_what_triton_allocates_for_cast_operands():
+    """DotNest.staged_bytes against Triton's sm_90 TTGIR for matmul at 128×256×64 and 4 stages
+    (fp16 operands; the backward's dC fp32, cast to fp16 in registers): the forward 4 × 49,152; dA
+    = dC·Bᵀ, dC the MMA's A operand, 3 fp32 tiles in shared memory and 4 of B; dB = Aᵀ·dC, dC the
+    MMA's B operand, its 3 fp32 tiles and one fp16 tile after the cast (Triton reported 196,640,
+    229,432 and 245,816 bytes: these plus its barriers)."""
+    from tir_passes.contracts.gemm_price import DotNest
+
+    assert DotNest().staged_bytes(128, 256, 64, 4, 2) == 196608
+    assert DotNest(a_load_bytes=4, mma_b_side="b").staged_bytes(128, 256, 64, 4, 2) == 229376
+    assert DotNest(b_load_bytes=4, mma_b_side="b").staged_bytes(256, 128, 64, 4, 2) == 245760
+    assert DotNest(a_load_bytes=2, b_load_bytes=2).staged_bytes(128, 256, 64, 3, 2) == 3 * 49152

@@ -191,12 +191,12 @@ def test_the_dump_the_module_and_the_manifest_record_the_promise(tmp_path):
 
 
 def _without_pins(func):
-    """The tiled function with every kernel's pins dropped (a pass that forgot them)."""
+    """The tiled function with every kernel's pins and floors dropped (a pass that forgot them)."""
     def strip(loop):
         raw = loop.annotations.get(KERNEL_KEY)
         if raw is None:
             return loop
-        value = {k: v for k, v in dict(raw.items()).items() if k != "pins"}
+        value = {k: v for k, v in dict(raw.items()).items() if k not in ("pins", "floors")}
         annotations = {**dict(loop.annotations), KERNEL_KEY: value}
         return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, annotations)
 
@@ -248,6 +248,66 @@ def test_the_contract_check_refuses_a_deterministic_kernel_without_its_pins(name
     problems = check_contract(mod)
     assert any("not pinned" in p for p in problems), problems
     assert any("num_warps" in p for p in problems), problems
+
+
+def test_a_gemm_pins_its_k_steps_and_takes_the_tiles_of_the_plan_without_the_flag():
+    """Issue 20's cost: a GEMM whose only sum is its tl.dot pins BLOCK_K alone; its M/N tiles,
+    warps, stages and persistence are the flagless plan's (the wide 128x256 tiles here), with
+    BLOCK_M and num_warps floored where Triton keeps wgmma; a batch of one row runs 64 rows (the
+    floor), not 16 (mma.sync); the module's configs vary M and N, never K or under the floors."""
+    func = make_matmul(3000, 5000, 1000)
+    free = compile(func, verify=False).program.kernels[0]
+    fixed = compile(func, deterministic=True, verify=False)
+    kernel = fixed.program.kernels[0]
+    assert kernel.block_sizes == free.block_sizes == {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}
+    assert (kernel.num_warps, kernel.num_stages, kernel.persistent) == (free.num_warps, free.num_stages, True)
+    assert kernel.pins == (("BLOCK_K", 64, "dot"),)
+    assert kernel.floors == (("BLOCK_M", 64, "mma"), ("num_warps", 4, "mma"))
+    assert "FLOORS = " in fixed.source and check_contract(fixed.tir) == []
+    configs = fixed.module(interpret=True).CONFIGS["matmul_kernel0"]
+    assert {c["BLOCK_K"] for c in configs} == {64} and min(c["BLOCK_M"] for c in configs) >= 64
+    assert len({(c["BLOCK_M"], c["BLOCK_N"]) for c in configs}) > 2 and min(c["num_warps"] for c in configs) >= 4
+    one_row = compile(make_matmul(1, 45, 100), deterministic=True, verify=False).program.kernels[0]
+    assert one_row.block_sizes["BLOCK_M"] == 64 and one_row.block_sizes["BLOCK_K"] == 64
+
+
+def test_a_dot_beside_other_sums_keeps_every_tile_pinned():
+    """softmax(Q·Kᵀ): the row sums reduce the dot's accumulator in the MMA's layout, which the M/N
+    tiles and warps decide: every tile and num_warps stay pinned, and no floor replaces them."""
+    from attention_scores import make_attention_scores
+
+    kernels = compile(make_attention_scores(37, 45, 32), deterministic=True, verify=False).program.kernels
+    with_dot = [k for k in kernels if "dot" in {why for _, _, why in k.pins}]
+    assert with_dot and all(not k.floors and ("num_warps", k.num_warps, "warps") in k.pins for k in with_dot)
+    assert all(set(k.block_sizes) <= {name for name, _, _ in k.pins} for k in with_dot)
+
+
+def test_the_contract_check_refuses_a_gemm_tile_under_the_mma_floor():
+    """A BLOCK_M of 32 would run mma.sync on sm_90 where 64 rows run wgmma: refused; so is a config
+    or a cached tuning choice that lowers it, or the warps, under the floor."""
+    kernel = compile(make_matmul(33, 45, 100), deterministic=True, verify=False)
+
+    def lowered(loop):
+        raw = loop.annotations.get(KERNEL_KEY)
+        if raw is None:
+            return loop
+        value = dict(raw.items())
+        value["floors"] = [{**dict(f.items()), "minimum": 32} for f in value["floors"]]
+        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding,
+                        {**dict(loop.annotations), KERNEL_KEY: value})
+
+    func = kernel.tir["main"]
+    problems = check_contract(kernel.tir.__class__({"main": func.with_body(
+        tvm_ffi.structural_map(func.body, (tirx.For, lowered)))}))
+    assert any("BLOCK_M has no floor of 64" in p for p in problems), problems
+    module = kernel.module(interpret=True)
+    name = next(iter(module.CONFIGS))
+    summary, default = module.TILE_SUMMARY[name], module.CONFIGS[name][0]
+    assert summary["at_least"] == {"BLOCK_M": 64, "num_warps": 4}
+    assert not keeps_pins(summary, {**default, "BLOCK_M": 32}) and not keeps_pins(summary, {**default, "num_warps": 2})
+    legal = legal_configs(summary, default, {})
+    assert legal and all(c["BLOCK_M"] >= 64 and c["num_warps"] >= 4 and c["BLOCK_K"] == 64 for c in legal)
+    assert len({c["BLOCK_N"] for c in legal}) > 1
 
 
 def test_the_contract_check_reads_a_scans_pin():

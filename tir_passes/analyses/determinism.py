@@ -20,9 +20,15 @@ min, integer sums) do not. So, for every block whose result depends on that orde
   that axis is the same for any number of rows per program: rows only repeat the layout. Where
   the reduction runs along another axis, the other tile axes decide how threads split it, so
   they are pinned too (PIN_LAYOUT).
-- a tl.dot's M, N and K tiles and warps are pinned to sizes that do not depend on the extents:
-  the K tile decides how partial products are added; M, N and warps decide which MMA
-  instruction Triton uses (mma.sync or wgmma), whose internal order is the hardware's.
+- a tl.dot's K tile is pinned to a size that does not depend on the extents: it decides how an
+  element's partial products are added (K-tile by K-tile, each the MMA's k-steps in order). The
+  M and N tiles, warps and stages only decide which elements a program, a warp and an MMA
+  instruction compute, not how any one element is added, as long as Triton keeps one instruction
+  family: so where a kernel's only order-sensitive sums are tl.dots (`only_dots_order_sensitive`),
+  BLOCK_M and num_warps only have floors (wgmma on sm_90 needs 64 rows a warpgroup of 4 warps;
+  below, mma.sync) and the M/N tiles follow the extents as without the flag. Where other sums
+  share the kernel (attention's softmax over the scores tile), the MMA's accumulator layout is
+  the layout those sums reduce in, so every tile and the warps stay pinned.
 - OnlineSoftmax and the tile sizes stop reading the GPU's multiprocessor count.
 
 What the pins cannot fix is named in docs/determinism.md (the vector width follows the inputs'
@@ -225,3 +231,11 @@ def _order(stmt, key: int) -> int:
 def kernel_is_sensitive(stmt) -> bool:
     """The kernel folds something whose bits depend on the order (num_warps is then pinned)."""
     return any(order_sensitive(r.block) for r, _ in block_sites(stmt))
+
+
+def only_dots_order_sensitive(stmt, dots, scans) -> bool:
+    """Every block of the kernel whose bits depend on its order is a tl.dot (`dots`: block names,
+    the plan's marked dots) and no scan runs in it (`scans`): then no tl.sum reads a layout the
+    dots' tiles decide, and their M/N tiles and warps are free above the MMA floors."""
+    return not scans and bool(dots) and \
+        all(r.block.name_hint in dots for r, _ in block_sites(stmt) if order_sensitive(r.block))

@@ -9,12 +9,16 @@ block and in the up projection's: the kernel loads it once per K step for both t
 
 from __future__ import annotations
 
+import dataclasses
+
 import tvm
 import tvm_ffi
 from tvm import tirx
 
-from tir_passes.analyses.nest import block_accesses, contraction_operands, realizes_under, vars_of
+from tir_passes.analyses.nest import (block_accesses, bound_iter_var, contraction_operands, realizes_under, uses_var,
+                                     vars_of)
 from tir_passes.contracts.gemm_price import DotNest
+from tir_passes.infra.dtypes import element_bytes
 
 
 def dot_nest(m_loop: tirx.For, k_loop: tirx.For) -> DotNest:
@@ -52,3 +56,30 @@ def _outputs(m_loop: tirx.For) -> int:
     read_elsewhere = {a.buffer.name for block in blocks for a in block_accesses(block)
                       if not a.is_store and written.get(a.buffer.name) is not block}
     return max(1, sum(1 for name in written if name not in read_elsewhere))
+
+
+def operand_staging(nest: DotNest, a, b, realize, m_loop: tirx.For, n_loop: tirx.For) -> DotNest:
+    """The nest with how its operand tiles reach the MMA (DotNest.staged_bytes): the bytes each
+    side's operand is loaded at, when a cast in registers makes them other than the dot's dtype
+    (an fp32 gradient in an fp16 dot), and which side is the MMA's B operand: the one along the
+    output's columns (drives_output_columns), `n_loop`'s side unless only `m_loop` drives them."""
+    b_side = "a" if drives_output_columns(realize, m_loop) and not drives_output_columns(realize, n_loop) else "b"
+    return dataclasses.replace(nest, a_load_bytes=_load_bytes(a), b_load_bytes=_load_bytes(b), mma_b_side=b_side)
+
+
+def _load_bytes(operand) -> int:
+    """The element bytes of the one buffer the operand loads (0: not a single load)."""
+    loads: list = []
+    tvm_ffi.structural_walk(operand.value, (tvm.ir.TensorLoad, loads.append))
+    return element_bytes(str(loads[0].source.dtype)) if len(loads) == 1 else 0
+
+
+def drives_output_columns(realize, loop: tirx.For) -> bool:
+    """The loop drives the last index of the contraction's store: the output's columns, which are
+    the MMA's N (the lowering orders tl.dot's operands to compute the output as it is laid out, a
+    transposed product as tl.dot(b, a)); the other spatial axis is the MMA's rows (wgmma's M)."""
+    store = realize.block.body
+    if not isinstance(store, tirx.BufferStore) or not store.indices:
+        return False
+    iv = bound_iter_var(realize, loop.loop_var)
+    return iv is not None and uses_var(store.indices[-1], iv.var)

@@ -6,8 +6,10 @@ tile of a static row along the loads' contiguous axis, at exactly determinism.wh
 row's padded length, and a full vector for every thread of the pinned warps), or chunks of at
 least determinism.chunk_elements (a whole tile anywhere else follows the extent); where the
 reduction does not run along its loads' contiguous axis its other tile axes are pinned too; a
-kernel with a tl.dot pins every tile; a float sum or product scan pins its axis; and num_warps is
-pinned wherever one of these is. A pin's value is the loop's size: no config may change what the
+kernel whose only order-sensitive sums are tl.dots pins each one's K tile and keeps its M tile
+and num_warps at least MMA_ROWS and MMA_WARPS (a floor or a pin); another kernel with a tl.dot
+pins every tile; a float sum or product scan pins its axis; and num_warps is pinned wherever one
+of these is. A pin's value is the loop's size: no config may change what the
 promise rests on. Called by verify_contract.check_contract.
 """
 
@@ -15,10 +17,12 @@ from __future__ import annotations
 
 from tir_passes.analyses.determinism import (chunk_elements, fits_whole, narrowest_load, order_sensitive,
                                              reduces_along_contiguous, whole_tile)
+from tir_passes.analyses.dot_nest import drives_output_columns
 from tir_passes.analyses.nest import REDUCE, block_sites, loop_kind, loop_sites, written_buffers
 from tir_passes.contracts.tile_contract import (GRID, TILE, WARPS, KernelTile, LoopTile, dot_mark, kernel_tile,
                                                 loop_tile, scan_mark)
 from tir_passes.contracts.backend_limits import BackendLimits
+from tir_passes.contracts.gemm_price import MMA_ROWS, MMA_WARPS
 from tir_passes.infra.pass_util import static_int
 from tir_passes.infra.reduction_kinds import ORDER_SENSITIVE
 
@@ -33,6 +37,8 @@ def determinism_problems(stmt, limits: BackendLimits) -> list[str]:
     problems = _pin_values(sites, tiles, kernel)
     blocks = block_sites(stmt)
     has_dot = any(dot_mark(realize.block) is not None for realize, _ in blocks)
+    if has_dot and _only_dots(blocks):
+        return [p for p in problems + _dot_step_pins(blocks, tiles, kernel) if p]
     sensitive = has_dot
     if has_dot:
         problems += [
@@ -61,6 +67,44 @@ def determinism_problems(stmt, limits: BackendLimits) -> list[str]:
         if pin is None or pin.size != kernel.num_warps:
             problems.append(f"num_warps ({kernel.num_warps}) is not pinned: tl.sum's tree runs across the warps")
     return [p for p in problems if p]
+
+
+def _only_dots(blocks) -> bool:
+    """Every order-sensitive block is a tl.dot and no float scan runs beside them (determinism.py:
+    the M/N tiles and warps then decide no tl.sum's layout)."""
+    scans = any(scan_mark(r.block) is not None for r, _ in blocks)
+    return not scans and all(dot_mark(r.block) is not None for r, _ in blocks if order_sensitive(r.block))
+
+
+def _dot_step_pins(blocks, tiles, kernel: KernelTile) -> list[str]:
+    """A kernel whose only sums are tl.dots: each one's K tile pinned (the order of an element's
+    partial products), its rows' tile (the output's rows: the MMA's M) and num_warps at least
+    MMA_ROWS and MMA_WARPS, pinned or floored there in every config (below, Triton runs another MMA
+    instruction family)."""
+    by_axis = {tile.axis: tile for tile in tiles.values() if tile is not None and tile.role == TILE}
+    problems = []
+    for realize, enclosing in blocks:
+        mark = dot_mark(realize.block)
+        if mark is None or not {mark.m, mark.n, mark.k} <= set(by_axis):
+            continue
+        name = realize.block.name_hint
+        problems.append(_unpinned(by_axis[mark.k], kernel, f"{name}'s K steps (the order its partial products add in)"))
+        columns = {tiles[loop.loop_var.__chandle__()].axis for loop in enclosing
+                   if tiles[loop.loop_var.__chandle__()] is not None and drives_output_columns(realize, loop)}
+        rows = by_axis[mark.n if mark.m in columns and mark.n not in columns else mark.m]   # the MMA's M
+        problems.append(_at_least(rows.block, rows.size, MMA_ROWS, kernel))
+    problems.append(_at_least(WARPS, kernel.num_warps, MMA_WARPS, kernel))
+    return problems
+
+
+def _at_least(name: str, size: int, minimum: int, kernel: KernelTile) -> str:
+    """`name` keeps the MMA instruction: at least `minimum` now, and pinned or floored there in every config."""
+    pin, floor = kernel.pinned(name), kernel.floor(name)
+    if size < minimum:
+        return f"{name}={size} is under {minimum}: Triton would run another MMA instruction (mma.sync, not wgmma)"
+    if pin is None and (floor is None or floor.minimum < minimum):
+        return f"{name} has no floor of {minimum} (nor a pin): a config could change the MMA instruction family"
+    return ""
 
 
 def _pin_values(sites, tiles, kernel: KernelTile) -> list[str]:

@@ -49,6 +49,11 @@ TILE_SECONDS = 5.9e-6             # a tile's fixed cost on top of its tensor-cor
 PERSISTENT_SAVING_SECONDS = 0.5e-6
 CONFIDENCE = 0.1                  # the share of a price a choice must save to become a default
 WGMMA_ROWS = 64                   # rows of one warpgroup MMA: the B tile is read once per 64 rows
+# a deterministic tl.dot's floors (docs/determinism.md): on sm_90 Triton runs wgmma only where the M tile is a
+# multiple of 64 (a warpgroup's rows) and num_warps a multiple of 4 (AccelerateMatmul's MMAv3 condition); else
+# mma.sync, another instruction's arithmetic. Applied on every GPU: a module runs one family wherever it runs.
+MMA_ROWS = WGMMA_ROWS
+MMA_WARPS = 4
 # fp32 accumulator elements one thread may hold: the 128×256 tile at 8 warps (torch inductor's widest
 # Hopper GEMM tile, and the model's measured best for 4096³); more spills beside the operands' registers
 ACCUMULATOR_ELEMENTS_PER_THREAD = 128
@@ -65,10 +70,33 @@ class DotNest:
     a_tiles: int = 1
     b_tiles: int = 1
     outputs: int = 1
+    # how the operand tiles reach the MMA (analyses/dot_nest.operand_staging): the bytes of the element each
+    # side's tiles are loaded at (0: the dot's dtype; 4 for an fp32 gradient cast to an fp16 dot in registers),
+    # and which side is the MMA's B operand (the one along the output's columns: wgmma reads it from shared memory)
+    a_load_bytes: int = 0
+    b_load_bytes: int = 0
+    mma_b_side: str = "b"
 
     def staged_elements(self, m: int, n: int, k: int) -> int:
         """Operand elements one K step stages in shared memory (each distinct tile once)."""
         return (self.a_tiles * m + self.b_tiles * n) * k
+
+    def staged_bytes(self, m: int, n: int, k: int, stages: int, element_bytes: int) -> int:
+        """Shared memory the operand tiles of `stages` pipeline stages take, as Triton allocates them
+        on sm_90 (read from its TTGIR, tests/tir_passes/test_gemm_tiles.py): a tile loaded at the dot's
+        dtype is a buffer of `stages` tiles; one loaded at another dtype and cast in registers is a
+        buffer of `stages - 1` tiles at its load bytes and, when it is the MMA's B operand, one more
+        tile after the cast (matmul's backward dB = Aᵀ·dC with an fp32 dC at 128×256×64, 4 stages:
+        98,304 + 16,384 + 131,072 = 245,760 bytes, what the H200 refused on 2026-12-02)."""
+        total = 0
+        for side, rows, tiles, load in (("a", m, self.a_tiles, self.a_load_bytes),
+                                        ("b", n, self.b_tiles, self.b_load_bytes)):
+            tile = tiles * rows * k
+            if not load or load == element_bytes:
+                total += stages * tile * element_bytes
+            else:
+                total += (stages - 1) * tile * load + (tile * element_bytes if side == self.mma_b_side else 0)
+        return total
 
     def accumulator_elements(self, m: int, n: int) -> int:
         return self.dots * m * n

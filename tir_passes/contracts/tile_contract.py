@@ -18,7 +18,8 @@ Where each decision lives (`TileDecision` fields below):
                                              loop launched last tile first), which values written and
                                              read again in the kernel stay in registers, which go
                                              through memory with a sync; deterministic kernels: the
-                                             Pins (BLOCK_* or num_warps, value, why) no config changes
+                                             Pins (BLOCK_* or num_warps, value, why) no config changes,
+                                             and the Floors (name, minimum, why) no config goes under
   block annotation "tile.dot"     DotMark    the block is a tl.dot over tile axes (m, n, k)
   block annotation "tile.scan"    ScanMark   the block is a scan along a tile axis
   block annotation "tile.split"   SplitMark  the block sums a contraction's partials over `splits`
@@ -43,6 +44,9 @@ from tir_passes.errors import TirTritonError
 from tir_passes.infra.pass_util import replace_block, root_block, static_int
 from tir_passes.infra.reduction_kinds import KINDS
 from tir_passes.contracts.persistent_record import persistent_fields
+from tir_passes.contracts.pin_record import (PIN_DOT, PIN_LAYOUT, PIN_MMA, PIN_REASONS, PIN_REDUCTION,  # noqa: F401
+                                             PIN_SCAN, PIN_WARPS, WARPS, Floor, Pin, floor_from, floor_value, pin_from,
+                                             pin_value)
 
 LOOP_KEY, KERNEL_KEY, DOT_KEY, SCAN_KEY, SPLIT_KEY = "tile", "tile.kernel", "tile.dot", "tile.scan", "tile.split"
 NOT_DOT_KEY = "tile.not_dot"
@@ -91,25 +95,6 @@ class LoopTile:
         return self.role == TILE and self.outer is None
 
 
-# why a deterministic kernel keeps a setting in every config (determinism.py says what each one fixes)
-PIN_REDUCTION = "reduction"   # a float sum's tile along its reduction axis: the association of its partial sums
-PIN_DOT = "dot"               # a tl.dot's tile: the K steps and the MMA instruction Triton picks for the shape
-PIN_LAYOUT = "layout"         # a tile beside a reduction along a non-contiguous axis: how threads split that axis
-PIN_SCAN = "scan"             # a float scan's tile: the tree of tl.associative_scan
-PIN_WARPS = "warps"           # num_warps: the lanes and warps tl.sum's tree runs across
-PIN_REASONS = (PIN_REDUCTION, PIN_DOT, PIN_LAYOUT, PIN_SCAN, PIN_WARPS)
-WARPS = "num_warps"
-
-
-@dataclass(frozen=True)
-class Pin:
-    """A setting every config of a deterministic kernel keeps: a BLOCK constexpr (or num_warps), its value and why."""
-
-    name: str
-    size: int
-    why: str
-
-
 @dataclass(frozen=True)
 class KernelTile:
     num_warps: int = BackendLimits.default_num_warps   # the record's defaults (Tiling always writes both)
@@ -121,9 +106,13 @@ class KernelTile:
     persistent: bool = False          # a loop over the tiles, its grid sized by the launch (persistent_record.py)
     programs_per_sm: int = 0          # a persistent kernel's default launch: programs an SM, 0 a program a tile
     longest_first: str | None = None  # a grid loop whose later tiles walk more (a window's rows): launched last-first
+    floors: tuple[Floor, ...] = ()    # deterministic kernels: settings no config may lower below their minimum
 
     def pinned(self, name: str) -> Pin | None:
         return next((pin for pin in self.pins if pin.name == name), None)
+
+    def floor(self, name: str) -> Floor | None:
+        return next((floor for floor in self.floors if floor.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -225,7 +214,9 @@ def _kernel_value(kernel: KernelTile) -> dict:
     if kernel.spilled:
         value["spilled"] = list(kernel.spilled)
     if kernel.pins:
-        value["pins"] = [{"name": pin.name, "size": pin.size, "why": pin.why} for pin in kernel.pins]
+        value["pins"] = [pin_value(pin) for pin in kernel.pins]
+    if kernel.floors:
+        value["floors"] = [floor_value(floor) for floor in kernel.floors]
     if kernel.persistent:
         value["persistent"] = {"programs_per_sm": kernel.programs_per_sm}
     if kernel.longest_first is not None:
@@ -378,20 +369,11 @@ def _kernel_from(raw, where: str) -> KernelTile:
         _positive_int(group_m, where, "group_m") if group_m is not None else None,
         tuple(_text(r, where, "registers") for r in fields.get("registers", ())),
         tuple(_text(r, where, "spilled") for r in fields.get("spilled", ())),
-        tuple(_pin_from(p, where) for p in fields.get("pins", ())),
+        tuple(pin_from(p, lambda why: ContractError(where, why)) for p in fields.get("pins", ())),
         *persistent_fields(fields.get("persistent"), group_m is not None, lambda why: ContractError(where, why)),
         _text(fields["longest_first"], where, "longest_first") if "longest_first" in fields else None,
+        tuple(floor_from(f, lambda why: ContractError(where, why)) for f in fields.get("floors", ())),
     )
-
-
-def _pin_from(raw, where: str) -> Pin:
-    if not hasattr(raw, "items"):
-        raise ContractError(where, f"a pin must be a dict, not {raw!r}")
-    fields = dict(raw.items())
-    why = _text(fields.get("why"), where, "pin reason")
-    if why not in PIN_REASONS:
-        raise ContractError(where, f"pin reason must be one of {', '.join(PIN_REASONS)}, not {why!r}")
-    return Pin(_text(fields.get("name"), where, "pin name"), _positive_int(fields.get("size"), where, "pin size"), why)
 
 
 def kernel_tile(stmt) -> KernelTile | None:

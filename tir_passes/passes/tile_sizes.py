@@ -4,7 +4,9 @@
   least tl.dot's minimum and at most the extent's next power of two, BLOCK_K halved until the
   pipelined operand tiles fit the GPU's shared memory (the base); with static extents, narrower
   tiles that fill the GPU or wider ones on sm_90 where the GEMM price (contracts/gemm_price.py)
-  says they save CONFIDENCE of its time; split-K's price (SplitReduction) at the end;
+  says they save CONFIDENCE of its time; split-K's price (SplitReduction) at the end; a
+  deterministic kernel whose only sums are tl.dots the same choice with BLOCK_K pinned and BLOCK_M
+  and the warps at least what keeps the MMA instruction (deterministic_tiles);
 - transposed nests: square tiles over the two loops the loads and the stores are contiguous along;
 - other nests: the innermost reduction loop as one tile up to a register budget (8 warps when a
   row is longer than what 4 warps hold), then the innermost spatial loops within what is left;
@@ -20,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tir_passes.contracts.gemm_price import (MAX_DOT_WARPS, ONE_GEMM, DotNest, GemmTiles, accumulators_fit, gemm_price,
-                                             staged_output_bytes)
+from tir_passes.contracts.gemm_price import (MAX_DOT_WARPS, MMA_ROWS, MMA_WARPS, ONE_GEMM, DotNest, GemmTiles,
+                                             accumulators_fit, gemm_price, staged_output_bytes)
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.analyses.nest import next_power_of_two, power_of_two_floor
 from tir_passes.infra.dtypes import element_bytes
@@ -35,11 +37,12 @@ FILL_STAGES = 4      # and its stages: the loads of a memory-bound loop in fligh
 # ran 4096³ in 199.0 µs at 4 stages against 205.2 at 3, 8192×11008×4096 in 1087.9 against 1101.7
 # (256×128×64 at 4: 1049.5), and 3000×5000×1000 with pointer stores 79.0 against 77.9 (2026-12-01); again
 # on 2026-12-02 (benchmarks/gemm_misses_gpu.py): 4096³ 198.5 against 206.0, 8192×11008×4096 1005.0 against 1009.1.
-# But the final suite run of 2026-12-02 found matmul's backward (dC·Bᵀ, Aᵀ·dC: transposed operands) at 4
-# stages asking for 245,760 bytes of shared memory, one stage more than the price counts (196,608), and
-# failing on the H200 (OutOfResources). Until the price knows which operand layouts cost Triton the extra
-# buffer, wide tiles take the 3 stages that fit everywhere.
-WIDE_STAGES = PIPELINE_STAGES
+# The final suite run of 2026-12-02 found matmul's backward at 4 stages asking for 245,760 bytes of shared
+# memory where the price counted 196,608 (OutOfResources on the H200): its fp32 dC is staged at 4 bytes and
+# cast to fp16 in registers, and as dB = Aᵀ·dC's MMA B operand staged again after the cast. The price counts
+# that now (DotNest.staged_bytes): 4 stages where they fit, 3 where they do not (dB; dA's 229,432 fit).
+WIDE_STAGES = 4
+MMA_BARRIER_BYTES = 64   # the pipeline's mbarriers beside the stages (Triton reported 32 to 56 bytes more)
 CONFIDENCE = 0.1     # the share of the base's price another tile must save to replace it
 ROW_ELEMENTS_PER_PROGRAM = 4096
 UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
@@ -72,18 +75,18 @@ def base_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: 
 
 
 def _fits(spec: GpuSpec, elt: int, sizes: dict[str, int], stages: int, nest: DotNest, extra_bytes: int = 0) -> bool:
-    staged = stages * nest.staged_elements(sizes["M"], sizes["N"], sizes["K"]) * elt
-    return staged + extra_bytes <= spec.shared_memory_per_block
+    staged = nest.staged_bytes(sizes["M"], sizes["N"], sizes["K"], stages, elt)
+    return staged + extra_bytes + MMA_BARRIER_BYTES <= spec.shared_memory_per_block
 
 
 def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest = ONE_GEMM,
                       batch: int = 1, out_bytes: int = 4) -> GemmTiles:
     """The base tiles, or the candidate the GEMM price (contracts/gemm_price.py) finds cheaper:
     wide tiles (candidates_wide) or, where the tiles are fewer than the SMs, narrow ones
-    (candidates_filling). Symbolic extents (and deterministic kernels, which pass none) keep the
-    base. Ties go to the one with less shared-memory traffic; the base stays unless the best is
-    CONFIDENCE cheaper (tiny contractions, all launch, keep their tiles). A nest of several dots
-    (DotNest) is priced as a whole: its dots' flops, its distinct operand tiles, its accumulators."""
+    (candidates_filling). Symbolic extents keep the base. Ties go to the one with less
+    shared-memory traffic; the base stays unless the best is CONFIDENCE cheaper (tiny
+    contractions, all launch, keep their tiles). A nest of several dots (DotNest) is priced as a
+    whole: its dots' flops, its distinct operand tiles, its accumulators."""
     elt = element_bytes(dtype)
     sizes = base_sizes(spec, dtype, extents, nest)
     base = GemmTiles(sizes["M"], sizes["N"], sizes["K"], PIPELINE_STAGES, contraction_warps(sizes, nest))
@@ -92,9 +95,42 @@ def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None],
     static = {axis: int(extents[axis]) for axis in ("M", "N", "K")}
     candidates = [base] + candidates_wide(spec, elt, static, base, nest, out_bytes) + \
         candidates_filling(spec, elt, static, base, nest, batch)
+    return _cheapest(spec, elt, out_bytes, static, candidates, batch, nest)
+
+
+def deterministic_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest = ONE_GEMM,
+                        batch: int = 1, out_bytes: int = 4) -> GemmTiles:
+    """The tiles of a deterministic kernel whose only order-sensitive sums are tl.dots
+    (docs/determinism.md). BLOCK_K is the base's for the dtype whatever the extents (64 for 16-bit
+    operands, 32 for fp32, halved only to fit the spec's shared memory at 128×128): the one tile
+    that fixes the order an element's partial products are added in, pinned. The output's rows (the
+    MMA's M: BLOCK_M, or BLOCK_N of a product the lowering writes as tl.dot(b, a), DotNest.mma_b_side)
+    are at least MMA_ROWS and the warps at least MMA_WARPS, so that Triton keeps one MMA family (wgmma
+    on sm_90; a narrower tile or fewer warps would run mma.sync). Within that, the choice without
+    the flag at this K (the base, the wide tiles, the filling ones, by the GEMM price): the M and N
+    tiles, warps and stages do not enter an element's arithmetic, so they may follow the extents and
+    the spec's SM count as the plan without the flag does."""
+    elt, rows = element_bytes(dtype), "M" if nest.mma_b_side == "b" else "N"   # the output's rows: the MMA's M
+    k = base_sizes(spec, dtype, {}, nest)["K"]
+    sizes = {**base_sizes(spec, dtype, {"M": extents.get("M"), "N": extents.get("N")}, nest), "K": k}
+    sizes[rows] = max(MMA_ROWS, sizes[rows])
+    base = GemmTiles(sizes["M"], sizes["N"], k, PIPELINE_STAGES, max(MMA_WARPS, contraction_warps(sizes, nest)))
+    if any(extents.get(axis) is None for axis in ("M", "N", "K")):
+        return base
+    static = {axis: int(extents[axis]) for axis in ("M", "N", "K")}
+    candidates = [base] + candidates_wide(spec, elt, static, base, nest, out_bytes) + \
+        candidates_filling(spec, elt, static, base, nest, batch, block_k=k)
+    kept = [t for t in candidates if t.k == k and (t.m if rows == "M" else t.n) >= MMA_ROWS and t.warps >= MMA_WARPS]
+    return _cheapest(spec, elt, out_bytes, static, kept, batch, nest)
+
+
+def _cheapest(spec: GpuSpec, elt: int, out_bytes: int, static: dict[str, int], candidates: list[GemmTiles],
+              batch: int, nest: DotNest) -> GemmTiles:
+    """The first candidate (the base) unless another is CONFIDENCE cheaper by the GEMM price; ties
+    to less shared-memory traffic, then to the earlier candidate."""
     prices = [gemm_price(spec, elt, out_bytes, static, tiles, batch, nest) for tiles in candidates]
     best = min(range(len(candidates)), key=lambda i: (round(prices[i].seconds, 9), prices[i].shared_bytes, i))
-    return candidates[best] if prices[best].seconds < (1 - CONFIDENCE) * prices[0].seconds else base
+    return candidates[best] if prices[best].seconds < (1 - CONFIDENCE) * prices[0].seconds else candidates[0]
 
 
 def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles, nest: DotNest = ONE_GEMM,
@@ -128,17 +164,18 @@ def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: Gemm
 
 
 def candidates_filling(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles,
-                       nest: DotNest = ONE_GEMM, batch: int = 1) -> list[GemmTiles]:
+                       nest: DotNest = ONE_GEMM, batch: int = 1, block_k: int | None = None) -> list[GemmTiles]:
     """Where the base tiles are fewer than the SMs (a GEMV-like shape such as a decode step's
     linear layer): the wider of the M and N tiles halved, one step at a time, down to tl.dot's
-    minimum and while the tiles still fit one wave, each with K steps of FILL_BLOCK_K and
-    FILL_STAGES stages (a memory-bound loop keeps more bytes in flight)."""
+    minimum and while the tiles still fit one wave, each with K steps of FILL_BLOCK_K (or
+    `block_k`, a deterministic kernel's pinned K) and FILL_STAGES stages (a memory-bound loop keeps
+    more bytes in flight)."""
     def programs(m: int, n: int) -> int:
         return -(-extents["M"] // m) * -(-extents["N"] // n) * batch
 
     if programs(base.m, base.n) >= spec.multiprocessors:
         return []
-    k = max(base.k, min(FILL_BLOCK_K, next_power_of_two(extents["K"])))
+    k = block_k or max(base.k, min(FILL_BLOCK_K, next_power_of_two(extents["K"])))
     m, n, found = base.m, base.n, []
     while True:
         axis = "N" if n >= m else "M"
@@ -146,10 +183,10 @@ def candidates_filling(spec: GpuSpec, elt: int, extents: dict[str, int], base: G
         if min(m2, n2) < spec.limits.dot_min_block or programs(m2, n2) > spec.multiprocessors:
             break
         m, n = m2, n2
-        stages, block_k = FILL_STAGES, k
-        while not _fits(spec, elt, {"M": m, "N": n, "K": block_k}, stages, nest) and block_k > base.k:
-            block_k //= 2
-        found.append(GemmTiles(m, n, block_k, stages, contraction_warps({"M": m, "N": n}, nest, 4)))
+        stages, step = FILL_STAGES, k
+        while not _fits(spec, elt, {"M": m, "N": n, "K": step}, stages, nest) and step > base.k:
+            step //= 2
+        found.append(GemmTiles(m, n, step, stages, contraction_warps({"M": m, "N": n}, nest, 4)))
     if found or k == base.k:
         return found
     return [GemmTiles(base.m, base.n, k, FILL_STAGES, base.warps)] if \

@@ -48,6 +48,8 @@ from tir_passes.contracts.tile_contract import (
     KernelTile,
     LoopTile,
     Pin,
+    Floor,
+    PIN_MMA,
     ScanMark,
     TileDecision,
     TileNote,
@@ -159,6 +161,8 @@ def _tile_kernel(
         tuple(storage.spilled),
         _pins(plan, applier),
         *_persistent(spec, stmt, plan),
+        floors=tuple(Floor(applier.blocks[axis], minimum, PIN_MMA) for axis, minimum in plan.floors.items()) +
+        ((Floor(WARPS, plan.warps_floor, PIN_MMA),) if plan.warps_floor else ()),
     )
     if outermost is not None:
         decision.kernels[sch.get(outermost).loop_var.__chandle__()] = kernel
@@ -183,7 +187,8 @@ def _persistent(spec: GpuSpec, stmt, plan: KernelPlan) -> tuple[bool, int]:
     """(persistent, programs per SM): a contraction over a grouped grid of more tiles than the GPU
     has SMs, static and not deterministic, is written as a persistent tile loop; its default launch
     is the GEMM price's (gemm_price.persistent_default), the tuner searches the rest."""
-    if not plan.dots or plan.deterministic or plan.group_m is None or _grid_count(plan) < 2:
+    # a deterministic kernel only where its tl.dots are its only sums: walking tiles changes no element's sum
+    if not plan.dots or (plan.deterministic and not plan.free_dots) or plan.group_m is None or _grid_count(plan) < 2:
         return False, 0
     tiles = 1
     for loop in loops_under(stmt):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tir_passes.analyses import determinism
 from tir_passes.contracts.backend_limits import BackendLimits
+from tir_passes.contracts.gemm_price import MMA_ROWS, MMA_WARPS
 from tir_passes.contracts.tile_contract import PIN_DOT
 from tir_passes.analyses.nest import unique_name
 from tir_passes.infra.names import python_name
@@ -16,10 +17,15 @@ from tir_passes.passes.tiling_types import KernelPlan, TileChoice, _key
 
 
 def pin(stmt, plan: KernelPlan, blocked: set[int], limits: BackendLimits) -> None:
-    """The settings no config may change (determinism.py says why): a kernel with a tl.dot keeps
-    every tile and its warps; another kernel its order-sensitive reductions' tiles, in fixed
-    chunks (and the tiles beside one along a non-contiguous axis), and its warps."""
+    """The settings no config may change (determinism.py says why): a kernel whose only
+    order-sensitive sums are tl.dots (plan.free_dots) keeps their K tiles, and BLOCK_M and its
+    warps at least the MMA floors; another kernel with a tl.dot every tile and its warps; another
+    kernel its order-sensitive reductions' tiles, in fixed chunks (and the tiles beside one along a
+    non-contiguous axis), and its warps."""
     plan.deterministic = True
+    if plan.free_dots:
+        _pin_dot_steps(plan)
+        return
     if plan.dots:
         for choice in plan.tiles.values():
             plan.pins.setdefault(choice.axis, PIN_DOT)
@@ -57,6 +63,20 @@ def pin(stmt, plan: KernelPlan, blocked: set[int], limits: BackendLimits) -> Non
     if determinism.kernel_is_sensitive(stmt) or plan.pins:
         plan.num_warps = determinism.kernel_warps(requests, stmt)
         plan.pin_warps = True
+
+
+def _pin_dot_steps(plan: KernelPlan) -> None:
+    """Each tl.dot's K tile pinned (the order of an element's partial products); its rows' tile (the
+    MMA's M: the output's rows, plan.mma_rows) and the warps floored where Triton keeps the MMA
+    instruction family (MMA_ROWS, MMA_WARPS)."""
+    for m, n, k in plan.dots.values():
+        plan.pins.setdefault(plan.tiles[k].axis, PIN_DOT)
+        plan.floors[plan.tiles[m if plan.mma_rows == "M" else n].axis] = MMA_ROWS
+    plan.warps_floor = MMA_WARPS
+    steps = ", ".join(f"{plan.tiles[k].axis}={plan.tiles[k].size}" for _, _, k in plan.dots.values())
+    plan.notes.append(f"deterministic: tl.dot K tiles {steps} kept in every config; M tiles at least "
+                      f"{MMA_ROWS} and {MMA_WARPS} warps or more (one MMA instruction family); "
+                      "the N tiles, warps and stages free (they do not change an element's sum)")
 
 
 def _pin_whole(plan: KernelPlan, request: determinism.PinRequest, choice: TileChoice) -> None:

@@ -30,7 +30,8 @@ from tvm import s_tir, tirx
 from tir_passes.analyses.columns import column_loop, reduces_down_columns
 from tir_passes.passes import tile_sizes
 from tir_passes.analyses.dependence import carried_dependences
-from tir_passes.analyses.dot_nest import dot_nest
+from tir_passes.analyses.determinism import only_dots_order_sensitive, order_sensitive
+from tir_passes.analyses.dot_nest import dot_nest, operand_staging
 from tir_passes.analyses.masked_walk import walk_is_masked
 from tir_passes.analyses.scans import ScanForm, scan_along_loop
 from tir_passes.contracts.backend_limits import BackendLimits
@@ -57,13 +58,8 @@ from tir_passes.infra.names import python_name
 from tir_passes.passes.tiling_pins import pin
 from tir_passes.passes.tiling_types import KernelPlan, TileChoice, _key
 from tir_passes.infra.pass_util import static_int
-from tir_passes.contracts.tile_contract import (
-    NOT_DOT_EXTRA_AXES,
-    NOT_DOT_MISSING_AXIS,
-    NOT_DOT_SERIAL_K,
-    NOT_DOT_SMALL_TILE,
-    NotDot,
-)
+from tir_passes.contracts.tile_contract import (NOT_DOT_EXTRA_AXES, NOT_DOT_MISSING_AXIS, NOT_DOT_SERIAL_K,
+                                                NOT_DOT_SMALL_TILE, NotDot)
 
 
 # --- shapes ------------------------------------------------------------------------------------
@@ -180,11 +176,8 @@ def _loop_named(stmt, key: int) -> str:
 
 
 def _dependence_notes(stmt, carried: dict[int, tuple[str, ...]]) -> list[str]:
-    return [
-        f"loop {loop.loop_var.name} stays serial: it carries a dependence through {', '.join(carried[_key(loop)])}"
-        for loop in loops_under(stmt)
-        if _key(loop) in carried
-    ]
+    return [f"loop {loop.loop_var.name} stays serial: it carries a dependence through {', '.join(carried[_key(loop)])}"
+            for loop in loops_under(stmt) if _key(loop) in carried]
 
 
 # --- perfect nests -----------------------------------------------------------------------------
@@ -212,24 +205,30 @@ def _axis_namer():
     return name
 
 
-def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name, deterministic=False) -> KernelPlan | None:
+def _plan_contraction(spec: GpuSpec, loops, realize, blocked, axis_name, deterministic=False,
+                      free_dots=False) -> KernelPlan | None:
     """M, N: the innermost spatial loops only `a` resp. only `b` uses; K: the innermost reduction
     loop both use. Other loops stay grid (spatial) or serial (reduction). Deterministic: the
-    sizes do not shrink to small extents (a batch of 1 runs the tiles of a batch of 300)."""
+    sizes do not shrink to small extents (a batch of 1 runs the tiles of a batch of 300), unless
+    `free_dots` (the kernel's only order-sensitive sums are tl.dots): K pinned, M and N free above
+    the MMA floors (tile_sizes.deterministic_tiles)."""
     a, b = contraction_operands(realize.block)
     m = _last(loops, realize, SPATIAL, lambda it: it in a.var_names and it not in b.var_names, blocked)
     n = _last(loops, realize, SPATIAL, lambda it: it in b.var_names and it not in a.var_names, blocked)
     k = _last(loops, realize, REDUCE, lambda it: it in a.var_names and it in b.var_names, blocked)
     if m is None or n is None or k is None:
         return None
-    extents = {} if deterministic else {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
-    nest = dot_nest(m, k)   # the contractions sharing the K loop, priced as one (SwiGLU's two projections)
+    extents = {} if deterministic and not free_dots else \
+        {"M": static_int(m.extent), "N": static_int(n.extent), "K": static_int(k.extent)}
+    nest = operand_staging(dot_nest(m, k), a, b, realize, m, n)  # the K loop's dots priced as one (SwiGLU's)
     taken = set(blocked) | {_key(m), _key(n), _key(k)}  # the other spatial loops: programs beside the M·N tiles
     batch = math.prod(static_int(x.extent) or 1 for x in loops
                       if _key(x) not in taken and loop_kind(x, realize) == SPATIAL)
     dtype, out_bytes = operands_dtype(a, b), element_bytes(_store_dtype(realize))
-    tiles = tile_sizes.contraction_tiles(spec, dtype, extents, nest, batch, out_bytes)
-    plan = KernelPlan([list(loops)], num_warps=tiles.warps, num_stages=tiles.stages, group_m=8)
+    choose = tile_sizes.deterministic_tiles if deterministic and free_dots else tile_sizes.contraction_tiles
+    tiles = choose(spec, dtype, extents, nest, batch, out_bytes)
+    plan = KernelPlan([list(loops)], num_warps=tiles.warps, num_stages=tiles.stages, group_m=8,
+                      free_dots=deterministic and free_dots, mma_rows="M" if nest.mma_b_side == "b" else "N")
     for loop, role, size in ((m, "M", tiles.m), (n, "N", tiles.n), (k, "K", tiles.k)):
         plan.tiles[_key(loop)] = TileChoice(axis_name(loop), size, False, f"BLOCK_{role}")
     plan.notes += tile_sizes.tile_notes(spec, dtype, extents, nest, tiles, batch, out_bytes)
@@ -301,12 +300,13 @@ def _plan_scan(spec: GpuSpec, loops, realize, scan_loop, blocked, axis_name) -> 
     return plan
 
 
-def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans, deterministic=False) -> KernelPlan:
+def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans, deterministic=False,
+                  free_dots=False) -> KernelPlan:
     scan = next((l for l in loops if _key(l) in scans), None)
     if scan is not None:
         return _plan_scan(spec, loops, realize, scan, blocked, axis_name)
     if contraction_operands(realize.block) is not None:
-        plan = _plan_contraction(spec, loops, realize, blocked, axis_name, deterministic)
+        plan = _plan_contraction(spec, loops, realize, blocked, axis_name, deterministic, free_dots)
         if plan is not None:
             return plan
     contiguous = [
@@ -339,12 +339,16 @@ def _indexed_axes(realize, loop: tirx.For) -> set[tuple[str, int]]:
     return axes
 
 
-def _fused_contraction(spec, shape: FusedShape, blocked, axis_name, deterministic=False) -> KernelPlan | None:
-    """A contraction whose M and N are the shared loops (a matmul with its epilogue)."""
+def _fused_contraction(spec, shape: FusedShape, blocked, axis_name, deterministic=False,
+                       free_dots=False) -> KernelPlan | None:
+    """A contraction whose M and N are the shared loops (a matmul with its epilogue; `free_dots`
+    holds while only contractions of it sum in an order-sensitive way)."""
     for loops, realize in shape.subs:
         if contraction_operands(realize.block) is None:
             continue
-        plan = _plan_contraction(spec, shape.shared + loops, realize, blocked, axis_name(), deterministic)
+        free = free_dots and not any(order_sensitive(r.block) and contraction_operands(r.block) is None
+                                     for _, r in shape.subs)
+        plan = _plan_contraction(spec, shape.shared + loops, realize, blocked, axis_name(), deterministic, free)
         if plan is None:
             continue
         tiled_shared = [l for l in shape.shared if _key(l) in plan.tiles]
@@ -376,19 +380,11 @@ def _online_loop(shape: FusedShape, blocked, streaming: frozenset[str] = frozens
     loop = reduce_loops[0]
     # a contraction folded along the loop (attention's weighted sum), or one computing its elements
     # (the scores fused under it): either way the loop's tiles are tl.dot tiles
-    contraction = next(
-        (
-            realize
-            for loops, realize in shape.subs
-            if contraction_operands(realize.block) is not None and any(l.same_as(loop) for l in loops)
-        ),
-        None,
-    )
-    dtype = (
-        operands_dtype(*contraction_operands(contraction.block))
-        if contraction is not None
-        else _store_dtype(online[0][1])
-    )
+    contraction = next((realize for loops, realize in shape.subs
+                        if contraction_operands(realize.block) is not None and any(l.same_as(loop) for l in loops)),
+                       None)
+    dtype = operands_dtype(*contraction_operands(contraction.block)) if contraction is not None else \
+        _store_dtype(online[0][1])
     return loop, dtype, contraction is not None
 
 
@@ -432,8 +428,9 @@ def _recomputes_the_row(loop: tirx.For, realize, recomputed: frozenset[str]) -> 
 
 
 def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
-                recomputed: frozenset[str] = frozenset(), streaming: frozenset[str] = frozenset()) -> KernelPlan:
-    plan = _fused_contraction(spec, shape, blocked, _axis_namer, deterministic)
+                recomputed: frozenset[str] = frozenset(), streaming: frozenset[str] = frozenset(),
+                free_dots=False) -> KernelPlan:
+    plan = _fused_contraction(spec, shape, blocked, _axis_namer, deterministic, free_dots)
     if plan is not None:
         return plan
     axis_name = _axis_namer()
@@ -575,10 +572,11 @@ def _parallel_loops(stmt, nest, shape: FusedShape | None, blocked) -> set[int]:
 
 def plan_kernel(
     spec: GpuSpec, stmt, deterministic: bool = False, recomputed: frozenset[str] = frozenset(),
-    streaming: frozenset[str] = frozenset(), walked: frozenset[str] = frozenset(),
+    streaming: frozenset[str] = frozenset(), walked: frozenset[str] = frozenset(), free_dots: bool = True,
 ) -> KernelPlan:
     """The plan for one kernel statement (any shape); deterministic: with the pins of
-    determinism.py (and sizes that read neither the extents of tl.dot axes nor the GPU's SM count);
+    determinism.py (and sizes that read neither the extents of tl.dot axes nor the GPU's SM count,
+    but where `free_dots` and the kernel's only order-sensitive sums are tl.dots: their M/N tiles);
     `recomputed`: the blocks LoopFusion's record names as recomputed copies (fusion_record.recomputed_blocks);
     `streaming`: the blocks it streamed a contraction into (fusion_record.streaming_blocks);
     `walked`: the column partials RowPartials' record names (row_partials.walked_blocks)."""
@@ -590,9 +588,9 @@ def plan_kernel(
         del carried[key]
     shape = fused_shape(stmt, streaming, walked) if nest is None else None
     if nest is not None:
-        plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans, deterministic)
+        plan = _plan_perfect(spec, nest[0], nest[1], blocked, _axis_namer(), scans, deterministic, free_dots)
     elif shape is not None:
-        plan = _plan_fused(spec, shape, blocked, deterministic, recomputed, streaming)
+        plan = _plan_fused(spec, shape, blocked, deterministic, recomputed, streaming, free_dots)
     else:
         leading = loop_chain(stmt)[0]
         inner = [loop for loop in loops_under(stmt) if not any(loop.same_as(l) for l in leading)]
@@ -607,6 +605,8 @@ def plan_kernel(
     ]
     plan.notes += _dependence_notes(stmt, carried)
     _mark_dots(stmt, plan, spec.limits)
+    if plan.free_dots and not only_dots_order_sensitive(stmt, plan.dots, plan.scans):  # a contraction not a tl.dot
+        return plan_kernel(spec, stmt, deterministic, recomputed, streaming, walked, free_dots=False)
     if deterministic:
         pin(stmt, plan, blocked, spec.limits)
     return plan

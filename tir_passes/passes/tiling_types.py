@@ -38,6 +38,12 @@ class KernelPlan:
     deterministic: bool = False  # sizes that do not read extents or the GPU's SM count
     pins: dict[str, str] = field(default_factory=dict)  # deterministic: tile axis -> why it is pinned
     pin_warps: bool = False  # deterministic: num_warps is pinned too
+    # deterministic, a kernel whose only order-sensitive sums are tl.dots: its M/N tiles follow the extents
+    # (tile_sizes.deterministic_tiles) and only BLOCK_K is pinned; tile axis -> the minimum no config goes under
+    free_dots: bool = False
+    floors: dict[str, int] = field(default_factory=dict)
+    warps_floor: int = 0     # num_warps' minimum (0: none)
+    mma_rows: str = "M"      # which of a contraction's M and N is the output's rows, the MMA's M (dot_nest.py)
 
 
 def _key(loop: tirx.For) -> int:
