@@ -76,35 +76,43 @@ def test_both_moments_in_one_block_keep_the_plan():
     assert plan.taken and plan.row_blocks[0] == "moments"
 
 
-@T.prim_func(s_tir=True)
-def rms_static(A: T.Buffer((48, 20), "float32"), scale: T.Buffer((20,), "float32"), B: T.Buffer((48, 20), "float32")):
-    ms = T.sblock_alloc_buffer((48,), "float32")
-    for row, col in T.grid(48, 20):  # RMSNorm written differently: static rows, other names, a mean of squares
-        with T.sblock("mean_square"):
-            r, c = T.axis.remap("SR", [row, col])
-            with T.init():
-                ms[r] = T.float32(0)
-            ms[r] = ms[r] + A[r, c] * A[r, c] / T.float32(20)
-    for row, col in T.grid(48, 20):
-        with T.sblock("out"):
-            r, c = T.axis.remap("SS", [row, col])
-            B[r, c] = scale[c] * (A[r, c] / T.sqrt(ms[r] + T.float32(1e-6)))
+def make_rms_static(rows: int):
+    """RMSNorm written differently: static rows, other names, a mean of squares."""
+
+    @T.prim_func(s_tir=True)
+    def rms_static(A: T.Buffer((rows, 20), "float32"), scale: T.Buffer((20,), "float32"),
+                   B: T.Buffer((rows, 20), "float32")):
+        ms = T.sblock_alloc_buffer((rows,), "float32")
+        for row, col in T.grid(rows, 20):
+            with T.sblock("mean_square"):
+                r, c = T.axis.remap("SR", [row, col])
+                with T.init():
+                    ms[r] = T.float32(0)
+                ms[r] = ms[r] + A[r, c] * A[r, c] / T.float32(20)
+        for row, col in T.grid(rows, 20):
+            with T.sblock("out"):
+                r, c = T.axis.remap("SS", [row, col])
+                B[r, c] = scale[c] * (A[r, c] / T.sqrt(ms[r] + T.float32(1e-6)))
+
+    return rms_static
+
+
+rms_static = make_rms_static(48)
+rms_prime_rows = make_rms_static(37)
+
+
+def rms_reference(a, s):
+    return s * (a / torch.sqrt((a * a).mean(-1, keepdim=True) + 1e-6))
 
 
 def test_rmsnorm_written_differently_keeps_the_plan():
-    def reference(a, s):
-        return s * (a / torch.sqrt((a * a).mean(-1, keepdim=True) + 1e-6))
-
-    backward, _ = _check(rms_static, ["A", "scale"], reference, [(48, 20), (20,)], kernels=2)
+    backward, _ = _check(rms_static, ["A", "scale"], rms_reference, [(48, 20), (20,)], kernels=2)
     [plan] = row_partials(rewrite(backward, gpu_spec("H200")))
     assert plan.taken and plan.column_blocks == ("d_scale_from_out",) and plan.rows_per_program == 16
 
 
 def test_rmsnorm_without_weight_has_no_partials():
-    def reference(a, s):
-        return s * (a / torch.sqrt((a * a).mean(-1, keepdim=True) + 1e-6))
-
-    backward, _ = _check(rms_static, ["A"], reference, [(48, 20), (20,)], kernels=1)
+    backward, _ = _check(rms_static, ["A"], rms_reference, [(48, 20), (20,)], kernels=1)
     assert row_partials(rewrite(backward, gpu_spec("H200"))) == []
 
 
@@ -137,30 +145,11 @@ def test_symbolic_rows_are_one_predicated_walk_that_verifies():
             assert error <= 1e-3, f"{rows} rows: d{param} differs from torch autograd by {error:.2e} (relative)"
 
 
-@T.prim_func(s_tir=True)
-def rms_prime_rows(A: T.Buffer((37, 20), "float32"), scale: T.Buffer((20,), "float32"),
-                   B: T.Buffer((37, 20), "float32")):
-    ms = T.sblock_alloc_buffer((37,), "float32")
-    for row, col in T.grid(37, 20):
-        with T.sblock("mean_square"):
-            r, c = T.axis.remap("SR", [row, col])
-            with T.init():
-                ms[r] = T.float32(0)
-            ms[r] = ms[r] + A[r, c] * A[r, c] / T.float32(20)
-    for row, col in T.grid(37, 20):
-        with T.sblock("out"):
-            r, c = T.axis.remap("SS", [row, col])
-            B[r, c] = scale[c] * (A[r, c] / T.sqrt(ms[r] + T.float32(1e-6)))
-
-
 def test_static_rows_without_a_near_divisor_take_a_ragged_last_program():
     """37 static rows (prime): no divisor within [16, 32], so 3 programs of 16 rows, the last one predicated
     (before: the smallest divisor at least 16, 37 itself, one program walking every row)."""
-    def reference(a, s):
-        return s * (a / torch.sqrt((a * a).mean(-1, keepdim=True) + 1e-6))
-
     backward = differentiate(rms_prime_rows, ["A", "scale"])
     [plan] = row_partials(rewrite(backward, gpu_spec("H200")))
     assert (plan.rows_per_program, plan.programs) == (16, 3) and "ragged" in plan.reason
-    _check(rms_prime_rows, ["A", "scale"], reference, [(37, 20), (20,)], kernels=2)
+    _check(rms_prime_rows, ["A", "scale"], rms_reference, [(37, 20), (20,)], kernels=2)
     compile(backward)   # every check
