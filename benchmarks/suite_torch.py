@@ -251,13 +251,25 @@ def _attention_f64(q, k, v, causal: bool):
     return torch.softmax(scores, dim=-1) @ v
 
 
-def _flash(q, k, v):
-    if q.device.type != "cuda":
-        return F.scaled_dot_product_attention(q, k, v)
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+def _sdpa_backend(name: str | None):
+    """SDPA forced onto one backend by name (None: its default choice, what a user gets)."""
+    def forward(q, k, v):
+        if name is None or q.device.type != "cuda":
+            return F.scaled_dot_product_attention(q, k, v)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        return F.scaled_dot_product_attention(q, k, v)
+        with sdpa_kernel(getattr(SDPBackend, name)):
+            return F.scaled_dot_product_attention(q, k, v)
+    return forward
+
+
+def _sdpa_backward_peers(device):
+    """SDPA's backward at its default (what a user gets: cuDNN on the H200) and by backend name."""
+    found = _autograd_peer("SDPA default backward", _sdpa_backend(None), 3)(device)
+    if device == "cuda":
+        for label, name in (("SDPA flash backward", "FLASH_ATTENTION"), ("SDPA cuDNN backward", "CUDNN_ATTENTION")):
+            found.update(_autograd_peer(label, _sdpa_backend(name), 3)(device))
+    return found
 
 
 PROGRAMS = {
@@ -277,7 +289,7 @@ PROGRAMS = {
                                                                                      _zero_beta)),
     "matmul_backward": (_backward_ref(torch.matmul, 2), _autograd_peer("cuBLAS (torch autograd)", torch.matmul, 2)),
     "attention_backward": (_backward_ref(lambda q, k, v: _attention_f64(q, k, v, causal=False), 3),
-                           _autograd_peer("SDPA flash backward", _flash, 3)),
+                           _sdpa_backward_peers),
     "quantize_int8": (_quantize_int8_ref, _eager_and_compiled(_quantize_int8, 1)),
     "swiglu": (_swiglu_ref, _eager_and_compiled(_swiglu, 3)),
     "attention_fp32_high": (_attention_fp32_high_ref, _sdpa_tf32),
