@@ -16,6 +16,11 @@ after that many seconds, so a run fits a time-limited machine; the summary says 
 Writes results.json (into the folder unless --results says where); exits 1 when anything failed.
 Without a working compute-sanitizer (missing, or refusing the device) the sanitizer runs are
 reported as not done, not as failures of the programs.
+
+`--outputs DIR` keeps the kernel's outputs of every program whose outputs differ (DIR/NAME.npz,
+`gpu<d>__<param>`), so that `benchmarks/fuzz_gpu_triage.py` can ask, where TVM is, which side is
+wrong: TVM's llvm build rounds too (a long fp32 sum in order), and a difference it alone makes is
+not a miscompile (the same second opinion the kernel check asks, triton_codegen/check.py).
 """
 
 from __future__ import annotations
@@ -94,10 +99,11 @@ def expected_output(data, index: int, name: str):
     return data[key] if key in data.files else data[f"in{index}__{name}"]
 
 
-def run_case(folder: str, case: dict, tolerances: dict, device: str, margins: bool) -> list[str]:
+def run_case(folder: str, case: dict, tolerances: dict, device: str, margins: bool,
+             outputs: str | None = None) -> list[str]:
     module = load_module(os.path.join(folder, case["module"]))
     data = np.load(os.path.join(folder, case["data"]))
-    problems = []
+    problems, kept, differs = [], {}, False
     for index in range(case["datasets"]):
         placed, args = {}, []
         for param in case["params"]:
@@ -115,11 +121,16 @@ def run_case(folder: str, case: dict, tolerances: dict, device: str, margins: bo
             view, storage, before = placed[param["name"]]
             tolerance = tolerances.get(param["dtype"])
             actual = (view.float() if view.dtype == torch.bfloat16 else view).cpu().numpy()
+            kept[f"gpu{index}__{param['name']}"] = actual
             problem = compare(param["name"], expected_output(data, index, param["name"]), actual, tolerance)
             if problem:
                 problems.append(f"data set {index}: {problem}")
+                differs = True
             if storage is not None and not torch.equal(_margins(storage), before):
                 problems.append(f"data set {index}: {param['name']}: the kernel wrote outside the tensor")
+    if differs and outputs:
+        os.makedirs(outputs, exist_ok=True)
+        np.savez(os.path.join(outputs, f"{case['name']}.npz"), **kept)
     return problems
 
 
@@ -160,7 +171,8 @@ def run_cases(folder: str, cases: list[dict], tolerances: dict, args) -> tuple[l
         if args.time_limit and time.perf_counter() - started > args.time_limit:
             break
         try:
-            problems = run_case(folder, case, tolerances, args.device, margins=not args.no_margins)
+            problems = run_case(folder, case, tolerances, args.device, margins=not args.no_margins,
+                                outputs=args.outputs)
         except Exception as err:  # noqa: BLE001 - a failure of this program, reported with the others
             problems = [f"{type(err).__name__}: {str(err)[:2000]}"]
         if args.sanitize_every and position % args.sanitize_every == 0 and unavailable is None:
@@ -181,7 +193,9 @@ def run_in_processes(args, count: int) -> tuple[list[dict], int, str | None]:
     parts = [os.path.join(tempfile.mkdtemp(prefix="fuzz-gpu-"), f"part{k}.json") for k in range(args.jobs)]
     children = [subprocess.Popen([sys.executable, os.path.abspath(__file__), args.folder, "--slice", f"{k}/{args.jobs}",
                                   "--results", part, "--sanitize-every", str(args.sanitize_every), "--device", args.device,
-                                  "--time-limit", str(args.time_limit or 0)] + (["--limit", str(count)] if args.limit else []))
+                                  "--time-limit", str(args.time_limit or 0)]
+                                 + (["--limit", str(count)] if args.limit else [])
+                                 + (["--outputs", args.outputs] if args.outputs else []))
                 for k, part in enumerate(parts)]
     results, sanitized, unavailable = [], 0, None
     for k, (child, part) in enumerate(zip(children, parts)):
@@ -209,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slice", default="0/1", help=argparse.SUPPRESS)
     parser.add_argument("--time-limit", type=float, default=0, help="start no program after this many seconds (0: none)")
     parser.add_argument("--results", help="where to write results.json (default: into the folder)")
+    parser.add_argument("--outputs", help="keep the outputs of programs that differ here (for fuzz_gpu_triage.py)")
     args = parser.parse_args(argv)
     with open(os.path.join(args.folder, "cases.json")) as handle:
         campaign = json.load(handle)

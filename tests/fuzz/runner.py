@@ -236,30 +236,30 @@ def _reference_builds(func, sizes: dict[str, int]) -> bool:
 def ill_conditioned(program: Program, func, work_dir: str) -> str | None:
     """Where TVM's build of `program` is off at its outputs' tolerances (compared with a build
     with float32 made float64, on the same data), or None when it is within a tenth of them."""
-    from tir_passes.checks.numerics import (
-        TOLERANCES,
-        ReferenceRun,
-        build_llvm,
-        compare_arrays,
-        run_built,
-        specialize_shapes,
-    )
+    from tir_passes.checks.numerics import TOLERANCES, ReferenceRun, compare_arrays
 
-    sizes = program.sizes or None
-    reference = ReferenceRun.of(func, sizes=sizes)
-    wide = replace(program, name=program.name + "_float64", source=program.source.replace("float32", "float64"))
-    wide_func = specialize_shapes(load_program(write_program(wide, work_dir)), sizes)
-    entry = build_llvm(wide_func)
-    scalars = {p.name: reference.scalars[p.name] for p in wide_func.params if p.name in reference.scalars}
-    for data, expected in zip(reference.datasets, reference.outputs):
-        widened = {name: a.astype("float64") if a.dtype == "float32" else a for name, a in data.items()}
-        accurate = run_built(entry, wide_func, widened, scalars)
+    reference = ReferenceRun.of(func, sizes=program.sizes or None)
+    accurate = float64_outputs(program, reference.datasets, reference.scalars, work_dir)
+    for wide, expected in zip(accurate, reference.outputs):
         for name, array in sorted(expected.items()):
             dtype = str(array.dtype)
-            problem = dtype in TOLERANCES and compare_arrays(name, accurate[name], array, dtype, scale=0.1)
+            problem = dtype in TOLERANCES and compare_arrays(name, wide[name], array, dtype, scale=0.1)
             if problem:
                 return f"TVM's float32 build against its float64 build: {problem}"
     return None
+
+
+def float64_outputs(program: Program, datasets: list[dict], scalars: dict, work_dir: str) -> list[dict]:
+    """TVM's llvm build of `program` with every float32 made float64, run on each data set (its
+    float32 arrays widened): the accurate outputs a float32 reference is judged against."""
+    from tir_passes.checks.numerics import build_llvm, run_built, specialize_shapes
+
+    wide = replace(program, name=program.name + "_float64", source=program.source.replace("float32", "float64"))
+    wide_func = specialize_shapes(load_program(write_program(wide, work_dir)), program.sizes or None)
+    entry = build_llvm(wide_func)
+    scalars = {p.name: scalars[p.name] for p in wide_func.params if p.name in scalars}
+    widened = [{name: a.astype("float64") if a.dtype == "float32" else a for name, a in data.items()} for data in datasets]
+    return [run_built(entry, wide_func, data, scalars) for data in widened]
 
 
 def run_program(program: Program, work_dir: str, *, verify: bool = True, aot_arch: int | None = AOT_ARCH,

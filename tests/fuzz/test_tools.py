@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import fuzz_gpu_generate
 import fuzz_gpu_run
+import fuzz_gpu_triage
 
 
 def program(name: str, body: str, sizes: dict | None = None) -> Program:
@@ -130,8 +131,57 @@ def test_gpu_campaign_runs_end_to_end_in_the_interpreter(tmp_path, capsys):
     assert read_only and not any(f"out0__{name}" in data for name in read_only)   # an input's result is itself
     data[f"out0__{written}"] = data[f"out0__{written}"] + 1   # the expected result, wrong
     np.savez(os.path.join(folder, case["data"]), **data)
-    assert fuzz_gpu_run.main([folder, "--device", "cpu", "--case", case["name"]]) == 1
+    kept = str(tmp_path / "outputs")
+    assert fuzz_gpu_run.main([folder, "--device", "cpu", "--case", case["name"], "--outputs", kept]) == 1
     assert f"{written}: " in capsys.readouterr().out
+    assert f"gpu0__{written}" in np.load(os.path.join(kept, f"{case['name']}.npz")).files   # for fuzz_gpu_triage.py
+
+
+# a float32 sum in loop order loses every 1 added to 2^24: TVM's build of it gives 0, the sum is 1000
+ABSORBING_SUM = program("absorbing_sum", '''@T.prim_func(s_tir=True)
+def absorbing_sum(A: T.Buffer((1002,), "float32"), Out: T.Buffer((1,), "float32")):
+    for k in range(1002):
+        with T.sblock("sum"):
+            v = T.axis.remap("R", [k])
+            with T.init():
+                Out[0] = T.float32(0)
+            Out[0] = Out[0] + A[v]
+''')
+
+
+def _gpu_difference(folder, kernel_result: float) -> tuple[str, str, str]:
+    """A one-program chunk as fuzz_gpu_generate writes it, TVM's float32 result (0), and a GPU run
+    whose kernel returned `kernel_result`, with its outputs kept: (folder, results.json, outputs)."""
+    values = np.array([2.0 ** 24] + [1.0] * 1000 + [-(2.0 ** 24)], dtype="float32")
+    os.makedirs(folder)
+    write_program(ABSORBING_SUM, folder)
+    os.replace(os.path.join(folder, "absorbing_sum.py"), os.path.join(folder, "absorbing_sum.tir.py"))
+    np.savez(os.path.join(folder, "absorbing_sum.npz"), in0__A=values, in0__Out=np.zeros(1, "float32"),
+             out0__Out=np.zeros(1, "float32"))
+    params = [{"name": "A", "kind": "buffer", "dtype": "float32"}, {"name": "Out", "kind": "buffer", "dtype": "float32"}]
+    case = {"name": "absorbing_sum", "seed": 0, "family": "reduction", "module": "absorbing_sum.py",
+            "data": "absorbing_sum.npz", "datasets": 1, "params": params, "sizes": {}, "kernels": 1}
+    with open(os.path.join(folder, "cases.json"), "w") as handle:
+        json.dump({"tolerances": {"float32": [1e-4, 1e-5]}, "scale": 1, "cases": [case]}, handle)
+    kernel = np.array([kernel_result], dtype="float32")
+    problem = fuzz_gpu_run.compare("Out", np.zeros(1, "float32"), kernel, (1e-4, 1e-5))
+    results, outputs = os.path.join(folder, "results.json"), os.path.join(folder, "outputs")
+    with open(results, "w") as handle:
+        json.dump({"results": [{"name": "absorbing_sum", "seed": 0, "family": "reduction",
+                                "problems": [f"data set 0: {problem}"]}]}, handle)
+    os.makedirs(outputs)
+    np.savez(os.path.join(outputs, "absorbing_sum.npz"), gpu0__A=values, gpu0__Out=kernel)
+    return folder, results, outputs
+
+
+def test_gpu_triage_blames_the_reference_only_where_its_float64_build_agrees_with_the_kernel(tmp_path, capsys):
+    exact = _gpu_difference(str(tmp_path / "exact"), 1000.0)
+    assert fuzz_gpu_triage.main(list(exact)) == 0
+    assert "imprecise reference" in capsys.readouterr().out
+    wrong = _gpu_difference(str(tmp_path / "wrong"), 999.0)
+    assert fuzz_gpu_triage.main(list(wrong)) == 1
+    [verdict] = json.loads((tmp_path / "wrong" / "results.triage.json").read_text())
+    assert verdict["verdict"] == "miscompile" and "float64 build" in verdict["why"]
 
 
 def test_gpu_campaign_carries_bfloat16_through_its_npz_files(tmp_path):
