@@ -127,6 +127,24 @@ def test_te_tensors_passed_to_the_api_say_create_prim_func():
             as_module(given)
 
 
+def test_every_entry_point_that_takes_a_primfunc_says_what_to_pass_instead_of_te():
+    """compile(), run_pipeline() and differentiate() alike: TE tensors get the create_prim_func
+    call to write, not an AttributeError from deep inside; a PrimFunc is what they take."""
+    from tir_passes import differentiate, run_pipeline
+    from triton_codegen import compile
+
+    X = te.placeholder((16,), name="X")
+    Y = te.compute((16,), lambda i: X[i] * 2, name="Y")
+    calls = {"compile": lambda value: compile(value, verify=False), "run_pipeline": run_pipeline,
+             "differentiate": lambda value: differentiate(value, wrt=["X"])}
+    for call in calls.values():
+        with pytest.raises(FrontendError, match=r"got TE tensors \(Y\), not a PrimFunc: pass te\.create_prim_func"):
+            call(Y)
+    func = te.create_prim_func([X, Y]).with_attr("global_symbol", "double")
+    assert [stage.name for stage in run_pipeline(func, []).stages] == []
+    assert str(differentiate(func, wrt=["X"]).attrs["global_symbol"]) == "double_backward"
+
+
 def test_python_function_passed_to_the_api_says_decorate_or_call():
     def make_thing():
         return None
