@@ -187,13 +187,7 @@ def cmd_diff(args) -> int:
     else:
         pairs = list(zip(stages, stages[1:]))
     for before, after in pairs:
-        text = dump.unified_diff(
-            dump.read_stage_script(before[2]),
-            dump.read_stage_script(after[2]),
-            os.path.basename(before[2]),
-            os.path.basename(after[2]),
-        )
-        print(text if text else f"# {os.path.basename(after[2])}: unchanged")
+        print(dump.pair_text(before, after))
     return 0
 
 
