@@ -276,6 +276,7 @@ def cmd_report(args) -> int:
     path = write_report(report, args.out)
     stages = len(report.kernel.pipeline.stages)
     print(f"wrote {path} ({report.kernel.name}: {stages} stages, {len(report.kernel.program.kernels)} kernel(s))")
+    print(report.kernel.check_report)  # the kernel against TVM, as the page's card says
     print(report.benchmark.note)
     return 0
 
