@@ -43,6 +43,15 @@ def test_missing_s_tir_names_the_decorator_and_what_to_write(tmp_path):
     assert "write @T.prim_func(s_tir=True)" in message
 
 
+def test_a_tvmscript_error_names_the_file_as_the_user_gave_it(tmp_path, monkeypatch):
+    (tmp_path / "user.py").write_text("from tvm.script import tirx as T\n\n\n@T.prim_func\n" + SIGNATURE + COPY)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FrontendError) as caught:
+        load_target("user.py")
+    assert str(caught.value) == ("TVMScript error at user.py:4: @T.prim_func without s_tir=True: a function with "
+                                 "T.sblock blocks is S-TIR; write @T.prim_func(s_tir=True)")
+
+
 def test_missing_s_tir_inside_an_ir_module_points_at_the_method(tmp_path):
     body = textwrap.indent(SIGNATURE + textwrap.indent(textwrap.dedent(COPY), "    "), "    ")
     message = _error(tmp_path, "from tvm.script import ir as I\nfrom tvm.script import tirx as T\n\n\n"
