@@ -66,7 +66,9 @@ def test_every_block_of_the_tutorial_runs(tmp_path):
     folder = tmp_path / "empty"
     folder.mkdir()
     tools = _shell_tools(str(tmp_path / "bin"))
-    env = {**os.environ, "PATH": tools + os.pathsep + os.environ["PATH"], "PYTHONPATH": ROOT,
+    # as a user's shell: no TRITON_INTERPRET (the tests' own setting), so the CLI must choose it
+    shell = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env = {**shell, "PATH": tools + os.pathsep + os.environ["PATH"], "PYTHONPATH": ROOT,
            "TIR_TRITON_CACHE": str(tmp_path / "cache")}
     ran, skipped, last = [], [], None
     for info, body in tutorial_blocks():

@@ -49,14 +49,9 @@ from dataclasses import dataclass, field
 
 import tvm
 
-from tir_passes.errors import (
-    FrontendError,
-    PassError,
-    TirTritonError,
-    UnsupportedConstructError,
-    VerificationError,
-    first_line,
-)
+from tir_passes.errors import (FrontendError, PassError, TirTritonError, UnsupportedConstructError,
+                               VerificationError, first_line)
+from tir_passes.infra.frontend import as_module
 from tir_passes.checks.input_checks import check_input, input_round_trip
 from tir_passes.infra.instrument import StageRecorder
 from tir_passes.checks.decision_plan import decision_plan
@@ -198,11 +193,12 @@ def run_pipeline(
     disable: Sequence[str] = (),
     stop_after: str | None = None,
 ) -> PipelineResult:
-    """Run `passes` (default: default_pipeline()) on `mod`, verifying `checks` after each pass."""
+    """Run `passes` (default: default_pipeline()) on `mod` (or a PrimFunc), verifying `checks` after each pass."""
     unknown = [c for c in checks if c not in CHECKS]
     if unknown:
         raise FrontendError(f"unknown verification check(s) {unknown}; known: {', '.join(CHECKS)}")
     chosen = select_passes(passes if passes is not None else default_pipeline(), disable, stop_after)
+    mod = mod if isinstance(mod, tvm.IRModule) else as_module(mod)  # a PrimFunc; else says what to pass
     check_input(mod, checks)  # the user's program is the user's: no pass is blamed for it
     if dump_dir:
         dump.prepare_dump_dir(dump_dir)

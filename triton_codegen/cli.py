@@ -187,13 +187,7 @@ def cmd_diff(args) -> int:
     else:
         pairs = list(zip(stages, stages[1:]))
     for before, after in pairs:
-        text = dump.unified_diff(
-            dump.read_stage_script(before[2]),
-            dump.read_stage_script(after[2]),
-            os.path.basename(before[2]),
-            os.path.basename(after[2]),
-        )
-        print(text if text else f"# {os.path.basename(after[2])}: unchanged")
+        print(dump.pair_text(before, after))
     return 0
 
 
@@ -282,6 +276,7 @@ def cmd_report(args) -> int:
     path = write_report(report, args.out)
     stages = len(report.kernel.pipeline.stages)
     print(f"wrote {path} ({report.kernel.name}: {stages} stages, {len(report.kernel.program.kernels)} kernel(s))")
+    print(report.kernel.check_report)  # the kernel against TVM, as the page's card says
     print(report.benchmark.note)
     return 0
 
@@ -316,7 +311,13 @@ def cmd_model(args) -> int:
 
 
 def _sizes(text: str) -> dict[str, int]:
-    return dict((k, int(v)) for k, v in (item.split("=") for item in text.split(",") if item))
+    """`rows=4096,cols=8`: each size variable's value."""
+    items = [item.split("=") for item in text.split(",") if item]
+    if any(len(item) != 2 or not item[0].strip().isidentifier() or not item[1].strip().isdigit() for item in items):
+        from tir_passes.errors import FrontendError
+
+        raise FrontendError(f"--sizes takes NAME=N pairs separated by commas (rows=4096,cols=8), not {text!r}")
+    return {name.strip(): int(value) for name, value in items}
 
 
 def cmd_tune(args) -> int:
@@ -325,17 +326,9 @@ def cmd_tune(args) -> int:
     sizes = _sizes(args.sizes)
     gpus = _gpu_ids(args.gpus) if len(args.modules) > 1 else [0]
     if len(gpus) > 1:
-        options = (
-            [
-                f"--sizes={args.sizes}",
-                f"--budget={args.budget}",
-                f"--seed={args.seed}",
-                f"--max-space={args.max_space}",
-                "--quiet",
-            ]
-            + ["--no-cache"] * args.no_cache
+        options = [f"--sizes={args.sizes}", f"--budget={args.budget}", f"--seed={args.seed}",
+                   f"--max-space={args.max_space}", "--quiet"] + ["--no-cache"] * args.no_cache \
             + ["--no-write"] * args.no_write
-        )
         reports = tune_modules(args.modules, gpus, options)
     else:
         reports = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tir_passes.errors import FrontendError
 from tir_passes.infra.names import stride_name
 from tir_passes.contracts.gpu_specs import gpu_spec
 
@@ -62,7 +63,33 @@ def saved_model_rows(path: str, gpu: str = "H200", sizes: dict[str, int] | None 
     return _rows(path, kernels, gpu, sizes or {}, top)
 
 
+def _shape_names(entry) -> set[str]:
+    """The size variables a shape entry names: `rows`, or those inside an (op, a, b)."""
+    if isinstance(entry, str):
+        return {entry}
+    if isinstance(entry, (tuple, list)) and len(entry) == 3:
+        return _shape_names(entry[1]) | _shape_names(entry[2])
+    return set()
+
+
+def check_sizes(kernels, sizes: dict[str, int]) -> None:
+    """Every size variable the kernels' buffers name has a value, and `sizes` names only the
+    program's sizes and scalars (a typo would predict at the wrong size, or fail deep inside)."""
+    needed = sorted({name for _, summary, _ in kernels for buffer in summary["buffers"].values()
+                     for entry in buffer["shape"] for name in _shape_names(entry)})
+    known = set(needed) | {scalar.name for kernel, _, _ in kernels for scalar in kernel.scalars}
+    theirs = f"its sizes: {', '.join(needed)}" if needed else "its sizes are all static"
+    unknown = sorted(name for name in sizes if name not in known)
+    if unknown:
+        raise FrontendError(f"--sizes names {', '.join(unknown)}, which this program does not have ({theirs})")
+    missing = [name for name in needed if name not in sizes]
+    if missing:
+        raise FrontendError(f"the model needs a value for each symbolic size ({theirs}): pass --sizes "
+                            + ",".join(f"{name}=N" for name in missing))
+
+
 def _rows(module_file: str, kernels, gpu: str, sizes: dict[str, int], top: int) -> list[ModelRow]:
+    check_sizes(kernels, sizes)
     spec = gpu_spec(gpu)
     rows = []
     for kernel, summary, default in kernels:

@@ -136,6 +136,17 @@ def test_arguments_are_checked_as_in_the_triton_modules(kernels):
     assert "from triton_codegen" not in kernel.source and "class LaunchError(ValueError)" in kernel.source
 
 
+def test_the_module_opens_with_its_kernels_and_run(kernels):
+    """As the Triton modules do: a reader meets the kernels and run() first, the runtime below."""
+    source = kernels["matmul_tensor_cores"].source
+    body = source[source.index('"""', 3) + 3:]
+    statements = [line for line in body.splitlines() if line and not line.startswith((" ", "import ", "from ", ")"))]
+    assert statements[0] == "@gluon.jit"
+    run, support = source.index("\ndef run("), source.index("\n# --- what run() needs")
+    assert source.rindex("\n@gluon.jit") < run < support < source.index("\ndef check_arguments(")
+    assert support < source.index("\nPARAMS = ") < source.index("\nLAUNCHERS = ")
+
+
 def test_the_module_refuses_the_interpreter_by_name(kernels):
     """Gluon has no interpreter: the saved module says so instead of failing inside Triton."""
     module = kernels["transpose"].module()

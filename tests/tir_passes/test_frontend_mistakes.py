@@ -43,6 +43,15 @@ def test_missing_s_tir_names_the_decorator_and_what_to_write(tmp_path):
     assert "write @T.prim_func(s_tir=True)" in message
 
 
+def test_a_tvmscript_error_names_the_file_as_the_user_gave_it(tmp_path, monkeypatch):
+    (tmp_path / "user.py").write_text("from tvm.script import tirx as T\n\n\n@T.prim_func\n" + SIGNATURE + COPY)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FrontendError) as caught:
+        load_target("user.py")
+    assert str(caught.value) == ("TVMScript error at user.py:4: @T.prim_func without s_tir=True: a function with "
+                                 "T.sblock blocks is S-TIR; write @T.prim_func(s_tir=True)")
+
+
 def test_missing_s_tir_inside_an_ir_module_points_at_the_method(tmp_path):
     body = textwrap.indent(SIGNATURE + textwrap.indent(textwrap.dedent(COPY), "    "), "    ")
     message = _error(tmp_path, "from tvm.script import ir as I\nfrom tvm.script import tirx as T\n\n\n"
@@ -125,6 +134,24 @@ def test_te_tensors_passed_to_the_api_say_create_prim_func():
     for given in (Y, [X, Y]):
         with pytest.raises(FrontendError, match=r"got TE tensors .*pass te\.create_prim_func\(\[X, Y\]\)"):
             as_module(given)
+
+
+def test_every_entry_point_that_takes_a_primfunc_says_what_to_pass_instead_of_te():
+    """compile(), run_pipeline() and differentiate() alike: TE tensors get the create_prim_func
+    call to write, not an AttributeError from deep inside; a PrimFunc is what they take."""
+    from tir_passes import differentiate, run_pipeline
+    from triton_codegen import compile
+
+    X = te.placeholder((16,), name="X")
+    Y = te.compute((16,), lambda i: X[i] * 2, name="Y")
+    calls = {"compile": lambda value: compile(value, verify=False), "run_pipeline": run_pipeline,
+             "differentiate": lambda value: differentiate(value, wrt=["X"])}
+    for call in calls.values():
+        with pytest.raises(FrontendError, match=r"got TE tensors \(Y\), not a PrimFunc: pass te\.create_prim_func"):
+            call(Y)
+    func = te.create_prim_func([X, Y]).with_attr("global_symbol", "double")
+    assert [stage.name for stage in run_pipeline(func, []).stages] == []
+    assert str(differentiate(func, wrt=["X"]).attrs["global_symbol"]) == "double_backward"
 
 
 def test_python_function_passed_to_the_api_says_decorate_or_call():

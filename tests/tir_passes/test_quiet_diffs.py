@@ -65,3 +65,18 @@ def test_a_real_change_is_a_change_and_a_changed_decision_is_named(tmp_path):
         '-        T.sblock_attr({"test.decisions": ["one"]})', '+        T.sblock_attr({"test.decisions": ["two"]})']
     fused = run_pipeline(as_module(softmax)).stages
     assert next(stage for stage in fused if stage.name == "LoopFusion").change == "yes"
+
+
+def test_the_diff_command_says_a_decision_only_stage_is_unchanged_with_its_decision(tmp_path, capsys):
+    from triton_codegen.cli import main
+
+    passes = [_recording("Decide", "test.decisions", "keep the rows whole"), RemoveUnitLoops()]
+    run_pipeline(as_module(softmax), passes, dump_dir=str(tmp_path))
+    assert main(["diff", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    decided, record = "# 01_Decide.py: unchanged; decision: test.decisions\n--- 00_input.py\n", \
+        '+        T.sblock_attr({"test.decisions": ["keep the rows whole"]})'
+    assert decided in shown and record in shown and "# 02_RemoveUnitLoops.py: unchanged\n" in shown
+    # two stages apart, the header's "unchanged" is not about this pair: only the diff
+    assert main(["diff", str(tmp_path), "0", "2"]) == 0
+    assert capsys.readouterr().out.startswith("--- 00_input.py\n+++ 02_RemoveUnitLoops.py\n")

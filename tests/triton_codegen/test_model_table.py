@@ -1,11 +1,15 @@
 """The readable model table (aligned, GPU named, default marked), the report's GPU card only for a
 measurement at the program's own sizes, and reduced sizes that name the dims they stand for."""
 
+import pytest
 from tvm.script import tirx as T
+
+from tir_passes import FrontendError
 
 from tir_passes.checks.shape_reduction import reduced_copy
 from tir_passes.contracts.gpu_specs import gpu_spec
 from triton_codegen import compile
+from triton_codegen.cli import main
 from triton_codegen.model_report import format_rows, model_rows
 from triton_codegen.report.page import find_benchmark, model_prediction, parameter_bytes
 from triton_codegen.report.roofline import BenchmarkResult, Ceilings, ResultsFile
@@ -59,3 +63,21 @@ def test_the_report_has_the_models_prediction_without_a_gpu():
 
     symbolic = model_prediction(compile(rmsnorm, verify=False), "H200")
     assert symbolic.ms is None and "--sizes rows=N" in symbolic.sub
+
+
+def test_a_missing_or_unknown_size_is_named_before_anything_is_compiled_for_the_gpu():
+    from rmsnorm import rmsnorm
+
+    symbolic = compile(rmsnorm, verify=False)
+    with pytest.raises(FrontendError, match=r"a value for each symbolic size \(its sizes: rows\): pass --sizes rows=N"):
+        model_rows(symbolic, "H200", {})
+    with pytest.raises(FrontendError, match=r"--sizes names row, which this program does not have \(its sizes: rows\)"):
+        model_rows(symbolic, "H200", {"row": 4096})
+    with pytest.raises(FrontendError, match=r"--sizes names rows, .*\(its sizes are all static\)"):
+        model_rows(compile(scale, verify=False), "H200", {"rows": 4096})
+
+
+def test_sizes_that_are_not_name_value_pairs_are_an_error_of_the_command(capsys):
+    for given in ("rows", "rows=many", "rows=4096,=8"):
+        assert main(["model", "no_such_file.py", "--sizes", given]) == 2
+        assert f"--sizes takes NAME=N pairs separated by commas (rows=4096,cols=8), not {given!r}" in capsys.readouterr().err

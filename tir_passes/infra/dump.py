@@ -23,6 +23,7 @@ _HEADER = re.compile(r"^# tir-triton stage (\d\d): (\w+)")
 _PRINTED_IMPORT = re.compile(r"^# ((?:from [\w.]+ )?import [\w., ]+(?: as \w+)?)$")
 _REAL_IMPORT = re.compile(r"^((?:from [\w.]+ )?import [\w., ]+(?: as \w+)?)$")
 _POSTPONED_ANNOTATIONS = "from __future__ import annotations"
+_DECIDED = re.compile(r" \(unchanged; decision: ([\w., ]+)\);")
 
 
 def stage_file_name(index: int, name: str) -> str:
@@ -132,6 +133,25 @@ def unified_diff(before: str, after: str, before_name: str, after_name: str, con
     lines = difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name,
                                  lineterm="", n=context)
     return "\n".join(lines) + "\n" if before != after else ""
+
+
+def decided_in(file_path: str) -> tuple[str, ...]:
+    """The decision records a dump's header names: what its pass wrote while changing nothing else."""
+    with open(file_path) as handle:
+        found = _DECIDED.search(handle.readline())
+    return tuple(found.group(1).split(", ")) if found else ()
+
+
+def pair_text(before: tuple[int, str, str], after: tuple[int, str, str]) -> str:
+    """What `tir-triton diff` prints for two stages (list_stages entries): their diff, headed by
+    "unchanged; decision: ..." when the later one is the next stage and only recorded a decision
+    (as `tir-triton passes` says it), or one line when nothing differs."""
+    name = os.path.basename(after[2])
+    diff = unified_diff(read_stage_script(before[2]), read_stage_script(after[2]), os.path.basename(before[2]), name)
+    decided = decided_in(after[2]) if after[0] == before[0] + 1 else ()
+    if decided:
+        return f"# {name}: unchanged; decision: {', '.join(decided)}\n{diff}"
+    return diff if diff else f"# {name}: unchanged"
 
 
 def write_diff(path: str, index: int, name: str, diff: str) -> str:

@@ -75,7 +75,8 @@ def _diagnostic_message(err: BaseException, path: str) -> str:
     elif message.startswith(_NOT_WELL_FORMED):
         # TVM suggests check_well_formed=False: that hides the mistake until a later stage
         line, message = _undeclared_buffer(where, line, text) or _not_well_formed(where, line)
-    return f"{where}:{line}: {message}"
+    # TVM names the file by its absolute path: name it as the user did, as the other errors do
+    return f"{path if os.path.abspath(where) == os.path.abspath(path) else where}:{line}: {message}"
 
 
 _UNDECLARED = re.compile(r"buffer (\w+) is used at .* without a prior DeclBuffer")

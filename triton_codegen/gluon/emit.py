@@ -1,6 +1,7 @@
 """GluonProgram -> one standalone Python module of @gluon.jit kernels with the Triton modules'
 runtime: the same argument checks (runtime_support.py's text, copied in as the Triton backend
-does), PARAMS, LaunchError and `run(...)`.
+does), PARAMS, LaunchError and `run(...)`; the kernels and run() first, what run() needs below
+them (as the Triton modules are laid out).
 
 Differences between Triton 3.6 (the GPU image) and 3.9 (CI) are absorbed here: the positional
 PaddedSharedLayout constructor (its third field is block_bases on 3.6, cga_layout on 3.9), and no
@@ -221,7 +222,8 @@ def _header(program: GluonProgram) -> str:
         f"Passes applied: {', '.join(program.passes) or '(none)'}\n"
         f"Entry point: run({params}) takes CUDA torch tensors by position or by name (destination\n"
         "passing: outputs are written in place). Shared layouts are BankConflictFreeTiling's decisions;\n"
-        "register layouts follow the schedule's thread bindings. Needs a GPU (Gluon has no interpreter).\n"
+        "register layouts follow the schedule's thread bindings. Needs a GPU (Gluon has no interpreter).\n\n"
+        "The kernels and run() come first; below them is what run() needs, the same in every module.\n"
         '"""\n'
     )
 
@@ -249,16 +251,22 @@ def emit_module(program: GluonProgram) -> str:
     src.line("from triton.experimental.gluon import language as gl")
     if any(isinstance(s, Contract) and s.instruction == "wgmma" for k in program.kernels for s in _statements(k.body)):
         src.line("from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma")
-    src.line()
-    src.lines(runtime_support_text())
-    src.line()
-    src.lines(_params_literal(program))
-    src.lines(_shared_layouts_literal(program))
     for kernel in program.kernels:
         src.line()
         src.line()
         src.line("@gluon.jit")
         _KernelPrinter(kernel, program, src).emit()
+    src.line()
+    src.line()
+    _run_function(program, src)
+    src.line()
+    src.line()
+    src.line(_SUPPORT_MARKER)
+    src.lines(_params_literal(program))
+    src.lines(_shared_layouts_literal(program))
+    src.line()
+    src.line()
+    src.lines(runtime_support_text())
     for kernel in program.kernels:
         src.line()
         src.line()
@@ -266,8 +274,14 @@ def emit_module(program: GluonProgram) -> str:
     src.line()
     src.line()
     src.line("LAUNCHERS = (" + "".join(f'("{k.name}", _launch_{k.name}), ' for k in program.kernels) + ")")
-    src.line()
-    src.line()
+    return src.text()
+
+
+# names are looked up when run() is called, so it may come before what it uses (as in the Triton modules)
+_SUPPORT_MARKER = "# --- what run() needs: parameters, shared layouts, argument checks, launchers ---"
+
+
+def _run_function(program: GluonProgram, src: Source) -> None:
     signature = f"run({', '.join(p.name for p in program.params)})"
     with src.block("def run(*args, **kwargs):"):
         src.line(
@@ -282,7 +296,6 @@ def emit_module(program: GluonProgram) -> str:
         src.line("t, _ = check_arguments(PARAMS, args, kwargs)")
         with src.block("for _, launch in LAUNCHERS:"):
             src.line("launch(t)")
-    return src.text()
 
 
 def _statements(body):

@@ -47,6 +47,7 @@ from tvm import tirx
 
 from ...contracts.autodiff import ContractionAdjoint, GradientSignature, ZeroGradient, write_records
 from ...errors import NotDifferentiableError
+from ...infra.frontend import as_module
 from .adjoint_rules import Partials, dtype_of, is_float
 from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
 from .arg_reduction import ARG_INDEX
@@ -68,6 +69,7 @@ class _Contribution:
 
 def differentiate(func: tirx.PrimFunc, wrt, *, name: str | None = None) -> tirx.PrimFunc:
     """The backward of `func` with respect to the parameters named in `wrt` (see the module doc)."""
+    func = func if isinstance(func, tirx.PrimFunc) else as_module(func)["main"]  # else says what to pass
     forward = read_forward(func)
     targets = _targets(forward, [wrt] if isinstance(wrt, str) else list(wrt))
     return _Backward(forward, targets, name or f"{forward.name}_backward").build()
