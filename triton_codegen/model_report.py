@@ -63,12 +63,12 @@ def saved_model_rows(path: str, gpu: str = "H200", sizes: dict[str, int] | None 
     return _rows(path, kernels, gpu, sizes or {}, top)
 
 
-def _shape_names(entry) -> set[str]:
+def shape_names(entry) -> set[str]:
     """The size variables a shape entry names: `rows`, or those inside an (op, a, b)."""
     if isinstance(entry, str):
         return {entry}
     if isinstance(entry, (tuple, list)) and len(entry) == 3:
-        return _shape_names(entry[1]) | _shape_names(entry[2])
+        return shape_names(entry[1]) | shape_names(entry[2])
     return set()
 
 
@@ -76,7 +76,7 @@ def check_sizes(kernels, sizes: dict[str, int]) -> None:
     """Every size variable the kernels' buffers name has a value, and `sizes` names only the
     program's sizes and scalars (a typo would predict at the wrong size, or fail deep inside)."""
     needed = sorted({name for _, summary, _ in kernels for buffer in summary["buffers"].values()
-                     for entry in buffer["shape"] for name in _shape_names(entry)})
+                     for entry in buffer["shape"] for name in shape_names(entry)})
     known = set(needed) | {scalar.name for kernel, _, _ in kernels for scalar in kernel.scalars}
     theirs = f"its sizes: {', '.join(needed)}" if needed else "its sizes are all static"
     unknown = sorted(name for name in sizes if name not in known)

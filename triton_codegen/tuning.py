@@ -48,6 +48,20 @@ def random_arguments(params, sizes: dict[str, int], device: str) -> list:
     return args
 
 
+def _check_size_names(params, sizes: dict[str, int]) -> None:
+    """--sizes names only the module's size variables and scalars: a misspelled name would leave
+    the size it meant unbound (or tune at another size) without saying so."""
+    from .model_report import shape_names
+
+    known = {name for name, kind, *_ in params if kind == "scalar"}
+    known |= {var for _, kind, _, shape, *_ in params if kind != "scalar"
+              for entry in shape for var in shape_names(entry)}
+    unknown = sorted(set(sizes) - known)
+    if unknown:
+        theirs = f"its sizes and scalars: {', '.join(sorted(known))}" if known else "its sizes are all static"
+        raise FrontendError(f"--sizes names {', '.join(unknown)}, which this module does not have ({theirs})")
+
+
 def _dimension(param: str, entry, sizes: dict[str, int]) -> int:
     try:
         return shape_value(entry, sizes)
@@ -107,6 +121,7 @@ def tune_module(
     `timer_factory(module, args)`, `interpret=True` (CPU tensors) and `gpu` (the spec's name)."""
     _device(gpu, interpret)  # a missing GPU is said before anything is imported or allocated
     module = import_module(path, interpret=interpret)
+    _check_size_names(module.PARAMS, sizes)
     args = random_arguments(module.PARAMS, sizes, "cpu" if interpret else "cuda")
     name = os.path.splitext(os.path.basename(path))[0]
     result, report = tune_loaded(

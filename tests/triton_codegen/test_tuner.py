@@ -227,6 +227,12 @@ def test_tuning_without_a_gpu_says_so(saved_matmul):
         tune_module(saved_matmul, {}, progress=False)
 
 
+def test_a_misspelled_size_name_is_refused_with_the_modules_sizes(saved_matmul):
+    with pytest.raises(FrontendError, match="--sizes names rows, which this module does not have"):
+        tune_module(saved_matmul, {"rows": 64}, interpret=True, gpu="H200", progress=False, write=False,
+                    timer_factory=lambda module, args: (lambda assignment: 1.0))
+
+
 def test_a_modules_own_tune_is_the_never_slower_tuner(saved_matmul):
     """module.tune() goes through tune_loaded: on a CPU-only machine it says a GPU is needed, and
     with a timer where nothing beats the default beyond the noise, the default stays."""
