@@ -11,6 +11,7 @@ what tests/triton_codegen/test_determinism.py compares examples with.
 from __future__ import annotations
 
 import tempfile
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -18,6 +19,32 @@ from tir_passes.errors import UnsupportedConstructError
 
 # the families whose programs reduce (the others hold no reduction order to pin)
 FAMILIES = ("reduction", "matmul", "reduce_broadcast", "scan", "chain")
+
+
+@contextmanager
+def dots_summed_along_k():
+    """The interpreter's tl.dot is numpy's matmul, whose BLAS picks its summation order by the
+    operands' shapes and threads (OpenBLAS differs across machines: 33 and 300 rows of one GEMM
+    gave other bits on one CPU, not on another). The GPU's MMA adds a tile's products in an order
+    fixed by K alone (proved on the H200, docs/determinism.md); so, inside this, each 2-D tile
+    product is its exact products summed in order along K, whatever its M and N, and what a bit
+    comparison sees is what the kernels decide: the K tile and the order of the K steps."""
+    from triton.runtime.interpreter import TensorHandle, interpreter_builder
+
+    original = interpreter_builder.create_dot
+
+    def create_dot(a, b, d, input_precision, max_num_imprecise_acc):
+        if a.data.ndim != 2:
+            return original(a, b, d, input_precision, max_num_imprecise_acc)
+        wide = d.data.dtype
+        products = a.data.astype(wide)[:, :, None] * b.data.astype(wide)[None, :, :]
+        return TensorHandle(np.add.reduce(products, axis=1) + d.data, d.dtype.scalar)
+
+    interpreter_builder.create_dot = create_dot
+    try:
+        yield
+    finally:
+        interpreter_builder.create_dot = original
 
 
 def fresh_arguments(func, sizes: dict[str, int] | None, seed: int = 0) -> tuple[dict[str, np.ndarray], dict]:
@@ -94,7 +121,7 @@ def run_deterministic(seeds, family: str | None = None) -> tuple[int, int, list[
     from tests.fuzz.runner import load_program, write_program
 
     checked, refused, failures = 0, 0, []
-    with tempfile.TemporaryDirectory(prefix="tir-triton-determinism-") as folder:
+    with tempfile.TemporaryDirectory(prefix="tir-triton-determinism-") as folder, dots_summed_along_k():
         for seed in seeds:
             program = generate(seed, family or FAMILIES[seed % len(FAMILIES)])
             func = load_program(write_program(program, folder))

@@ -22,13 +22,19 @@ from layernorm import make_layernorm
 from matmul import make_matmul
 from rmsnorm import make_rmsnorm
 from softmax import make_softmax
-from tests.fuzz.determinism import config_differences, fresh_arguments, outputs_bits
+from tests.fuzz.determinism import config_differences, dots_summed_along_k, fresh_arguments, outputs_bits
 from tir_passes.contracts.tile_contract import KERNEL_KEY
 from tir_passes.checks.verify_contract import check_contract
 from triton_codegen import compile
 from triton_codegen.search_space import keeps_pins, legal_configs
 
 pytestmark = pytest.mark.interpreter
+
+
+@pytest.fixture(autouse=True)
+def dots_in_one_order():
+    with dots_summed_along_k():
+        yield
 
 BATCHES = (1, 7, 33, 300)
 N = 700
