@@ -27,7 +27,8 @@ import sys
 from probe_common import ROOT, instruction_counts, load_module, on_path, write_json
 
 CASES = ("transpose_fp32_4096", "bias_gelu_residual_fp16_16384x8192", "rmsnorm_fp16_16384x8192",
-         "layernorm_fp16_16384x8192", "layernorm_moments_fp16_16384x8192", "softmax_fp16_16384x8192")
+         "layernorm_fp16_16384x8192", "layernorm_moments_fp16_16384x8192", "softmax_fp16_16384x8192",
+         "quantize_int8_fp16_16384x8192")   # the last: its whole row went from 16 warps to 8 with softmax's
 PROBE_WINDOW = 2                  # block sizes from default / 2 to default × 2 (the tuner's window is 4)
 EXTRA_WARPS = (1,)
 FORCED_DESCRIPTOR_WARPS = 4       # the forced `_tma` variants: each tile of the grid at this many warps

@@ -8,8 +8,10 @@
 Cases: benchmarks/suite_cases.py (programs, sizes, goals); their torch side (float64 reference,
 peers: torch eager, torch.compile, cuBLAS, SDPA's flash backend): benchmarks/suite_torch.py.
 
-A run measures the device copy once, then per case: outputs poisoned with NaN, the module's
-`run()` checked against the float64 reference, then timed; if the module has tensor-descriptor
+A run measures the device copy once (512 MiB moved: the device's figure), then per case: outputs
+poisoned with NaN, the module's `run()` checked against the float64 reference, then timed; for a
+memory-bound case (a copy-fraction goal) a copy of its own floor bytes, timed beside it, is what
+its goal divides by (suite_report.copy_fraction); if the module has tensor-descriptor
 variants, the same with them switched off (the pointer kernels, the sm_80 path); each peer checked
 and timed; then ours and the peers timed again, the best round kept. Cases run in a worker
 process that the parent watches: a case past its own limit (a kernel compiling for minutes) is
@@ -202,7 +204,9 @@ def worker(folder: str, events: str, deadline: float, mode: str, copy: str, name
     if copy == "copy":
         if device == "cuda":
             _raise_clocks()
-        emit("copy", copy=_copy_bandwidth(device, timer))
+        copy_entry = _copy_bandwidth(device, timer)
+        copy_entry.pop("call")
+        emit("copy", copy=copy_entry)
     with open(os.path.join(folder, MANIFEST)) as handle:
         cases = {c["name"]: c for c in json.load(handle)}
     for name in names:
@@ -252,14 +256,30 @@ def _raise_clocks(seconds: float = 1.0) -> None:
         torch.cuda.synchronize()
 
 
-def _copy_bandwidth(device: str, timer: _Timer) -> dict:
+def _copy_bandwidth(device: str, timer: _Timer, moved: int | None = None) -> dict:
+    """A device copy timed: of COPY_BYTES (the device's figure; a MiB on the CPU), or one that moves
+    `moved` bytes (read + write: half read, half written), a case's own floor bytes."""
     import torch
 
-    size = COPY_BYTES if device == "cuda" else 2**20
+    size = (COPY_BYTES if device == "cuda" else 2**20) if moved is None else max(1, moved // 2)
     source = torch.empty(size, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
-    us = timer(lambda: target.copy_(source))
-    return {"bytes": 2 * size, "us": us, "gbps": 2 * size / (us * 1e3)}
+    call = lambda: target.copy_(source)  # noqa: E731 - timed twice, the same call
+    us = timer(call)
+    return {"bytes": 2 * size, "us": us, "gbps": 2 * size / (us * 1e3), "call": call}
+
+
+def _case_copy(case: dict, device: str, timer: _Timer) -> tuple[dict | None, object]:
+    """A memory-bound case (a copy-fraction goal): a copy of its own floor bytes, timed beside it
+    (a copy's rate depends on its size: 128 MiB reaches less than the device figure's 512 MiB).
+    (entry, the timed call for the second round), or (None, None) for a case without that goal."""
+    if (case.get("goal") or {}).get("copy_fraction") is None or not case.get("bytes"):
+        return None, None
+    try:
+        entry = _copy_bandwidth(device, timer, case["bytes"])
+    except Exception as err:  # noqa: BLE001 - the goal then falls back to the device copy
+        return {"error": f"{type(err).__name__}: {err}"[:500]}, None
+    return entry, entry.pop("call")
 
 
 def _run_case(folder: str, case: dict, device: str, timer: _Timer, deadline: float) -> dict:
@@ -281,6 +301,9 @@ def _run_case(folder: str, case: dict, device: str, timer: _Timer, deadline: flo
     result["ours"] = _check_and_time(lambda: module.run(*args), lambda: _outputs(args, expected), expected,
                                      limit, timer)
     result["variants"] = dict(getattr(module, "VARIANTS_RUN", {}))
+    copy_entry, copy_call = _case_copy(case, device, timer)
+    if copy_entry is not None:
+        result["copy"] = copy_entry
     if case["descriptor_kernels"]:
         result["pointers"] = _without_descriptors(module, args, expected, limit, timer, deadline)
     result["peers"] = {}
@@ -292,7 +315,7 @@ def _run_case(folder: str, case: dict, device: str, timer: _Timer, deadline: flo
         result["peers"][name] = _check_and_time(lambda peer=peer: output.update(value=peer(args)),
                                                 lambda: _peer_output(output, expected), expected, limit, timer)
     if time.time() < deadline - STEP_MARGIN_S:
-        _second_round(result, module, args, peers, timer)
+        _second_round(result, module, args, peers, timer, copy_call)
     return result
 
 
@@ -378,10 +401,12 @@ def _without_descriptors(module, args, expected, limit, timer, deadline) -> dict
     return entry
 
 
-def _second_round(result: dict, module, args, peers: dict, timer: _Timer) -> None:
-    """Time ours and the peers once more, interleaved; keep each one's best round."""
+def _second_round(result: dict, module, args, peers: dict, timer: _Timer, copy_call=None) -> None:
+    """Time ours, the peers and the case's copy once more, interleaved; keep each one's best round."""
     rounds = [(result["ours"], lambda: module.run(*args))]
     rounds += [(result["peers"][name], lambda peer=peer: peer(args)) for name, peer in peers.items()]
+    if copy_call is not None:
+        rounds.append((result["copy"], copy_call))
     for entry, call in rounds:
         if entry.get("us") is None:
             continue
@@ -391,6 +416,8 @@ def _second_round(result: dict, module, args, peers: dict, timer: _Timer) -> Non
             continue
         entry["rounds_us"] = [entry["us"], again]
         entry["us"] = min(entry["us"], again)
+        if "gbps" in entry:  # the case's copy
+            entry["gbps"] = entry["bytes"] / (entry["us"] * 1e3)
 
 
 def _synchronize() -> None:

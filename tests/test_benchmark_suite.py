@@ -21,6 +21,9 @@ def test_smoke_runs_every_step_and_everything_is_correct(tmp_path):
         run = json.load(handle)
     assert run["copy"]["gbps"] > 0
     assert sorted(case["name"] for case in run["cases"]) == sorted(only)
+    transpose = next(case for case in run["cases"] if case["name"] == "transpose_fp32_4096")
+    assert transpose["copy"]["bytes"] == transpose["bytes"] and transpose["copy"]["us"] > 0  # its own copy
+    assert "copy" not in next(case for case in run["cases"] if case["name"] == "matmul_fp16_4096")
     for case in run["cases"]:
         assert case["ours"]["ok"] and case["ours"]["us"] > 0
         # the smoke sizes have 16-byte rows: the interpreter runs the descriptor variant, then the pointer one
@@ -87,6 +90,15 @@ def test_goals_are_evaluated_from_the_run():
     assert suite_report.evaluate_goals({"goal": {"max_us": 32}}, None) == [("≤ 32 µs", "n/a", None)]
 
 
+def test_a_memory_bound_goal_divides_by_the_copy_of_its_own_bytes():
+    """A case with its own copy (timed beside it, its floor bytes) is measured against that copy's rate,
+    not the device copy's: 4 MB in 1 µs is 80% of a 5 TB/s copy, whatever the device copy reached."""
+    softmax = dict(_measured_run()["cases"][0], copy={"bytes": 4_000_000, "us": 0.8, "gbps": 5000.0})
+    assert suite_report.copy_fraction(softmax, 4000.0) == 0.8
+    assert suite_report.evaluate_goals(softmax, 4000.0)[0] == ("≥ 95% of copy", "80.0% of a copy of its bytes", False)
+    assert suite_report.case_copy_gbps({"copy": {"error": "out of memory"}}, 4000.0) == (4000.0, False)
+
+
 def test_a_goal_against_the_best_peer_takes_the_fastest_correct_one():
     case = {"goal": {"versus": [[suite_report.BEST, 0.9]]}, "ours": {"us": 10.0},
             "peers": {"SDPA flash": {"us": 12.0, "ok": True}, "SDPA cuDNN": {"us": 8.0, "ok": True},
@@ -123,7 +135,7 @@ def test_the_table_rewrites_only_its_section_and_keeps_the_json(tmp_path):
     assert "| matmul | 1 | descriptors | yes (1.0e-06) | 10.0 µs | 200 TFLOP/s | 30.0 µs | cuBLAS 9.0 µs (0.90×) | — | " \
            "≥ 95% of cuBLAS: 90.0% of cuBLAS, **missed** |" in text
     assert "| attention | 2 | | | not run: stopped after 75 s at its 75 s limit |" in text
-    assert "Device copy (read + write): 4.00 TB/s." in text
+    assert "Device copy (read + write): 4.00 TB/s. A memory-bound case's goal divides" in text
     suite_report.rewrite_docs(run, str(docs))
     assert docs.read_text() == text  # the same run gives the same page
     source = tmp_path / "suite.json"

@@ -44,6 +44,7 @@ from tvm import s_tir, tirx
 
 from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_accesses, block_sites, bound_iter_var, is_reduction_block,
                                      is_self_load, loop_kind, loops_under, next_power_of_two, uses_var)
+from tir_passes.analyses.row_registers import held_row_values, row_warps
 from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.tile_contract import PIN_LAYOUT, PIN_REDUCTION, PIN_SCAN
 from tir_passes.infra.dtypes import element_bytes
@@ -51,7 +52,7 @@ from tir_passes.infra.pass_util import static_int
 from tir_passes.infra.reduction_kinds import ORDER_SENSITIVE
 
 PINNED_WARPS = 4          # a deterministic kernel without a tl.dot that walks chunks runs 4 warps
-MAX_WHOLE_ROW_WARPS = 16  # whole rows: one warp per 32 vectors of the row, 4 to 16 (as fused_warps without the flag)
+MAX_WHOLE_ROW_WARPS = 16  # whole rows: one warp per 32 vectors of the row, 4 to 16, 16 only past the register budget
 VECTOR_BITS = 128         # the widest vector load a thread issues (LDG.128)
 THREADS_PER_WARP = 32
 PINNED_SPATIAL = 16       # the other tile axes of a reduction along a non-contiguous axis
@@ -68,11 +69,13 @@ def _per_thread(dtype_bytes: int) -> int:
     return max(1, VECTOR_BITS // (8 * dtype_bytes))
 
 
-def whole_row_warps(extent: int, dtype_bytes: int) -> int:
-    """The warps of a kernel reducing a whole row of `extent` elements: the row's vectors over 32
-    lanes, between 4 and 16 warps (a function of the row, never of the rows or the config)."""
+def whole_row_warps(extent: int, dtype_bytes: int, held: int = 1) -> int:
+    """The warps of a kernel reducing a whole row of `extent` elements and holding `held` row values:
+    the row's vectors over 32 lanes, between 4 and 8 warps, 16 only where 8 would pass the register
+    budget (row_registers.row_warps, the rule of the plan without the flag; a function of the program
+    and the row, never of the rows or the config)."""
     lanes = next_power_of_two(extent) // (_per_thread(dtype_bytes) * THREADS_PER_WARP)
-    return max(PINNED_WARPS, min(MAX_WHOLE_ROW_WARPS, lanes))
+    return row_warps(next_power_of_two(extent), held, min(MAX_WHOLE_ROW_WARPS, max(PINNED_WARPS, lanes)))
 
 
 def whole_tile(extent: int, dtype_bytes: int, warps: int, limits: BackendLimits) -> int:
@@ -220,7 +223,8 @@ def kernel_warps(requests: list[PinRequest], stmt) -> int:
     if not requests or any(not r.whole for r in requests):
         return PINNED_WARPS
     loads = _pinned_loads(stmt)
-    return min(whole_row_warps(r.size, loads[r.loop]) for r in requests)
+    held = held_row_values(block_sites(stmt))
+    return min(whole_row_warps(r.size, loads[r.loop], held) for r in requests)
 
 
 def _order(stmt, key: int) -> int:

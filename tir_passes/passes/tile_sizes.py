@@ -10,7 +10,7 @@
 - transposed nests: square tiles over the two loops the loads and the stores are contiguous along;
 - other nests: the innermost reduction loop as one tile up to a register budget (8 warps when a
   row is longer than what 4 warps hold), then the innermost spatial loops within what is left;
-- fused rows: whole-row tiles (up to the widest row tile) and as many rows as fit 4096 elements;
+- fused rows: whole-row tiles (up to the widest row tile), as many rows as fit 4096 elements (warps: row_registers);
 - column reductions (the reduced axis strided in every load): 64 columns stepped down 64 rows, and
   the rows split into partials while the programs do not fill the GPU (column_splits);
 - online nests (a running maximum with sums over the same loop, OnlineSoftmax): that loop in
@@ -26,6 +26,7 @@ from tir_passes.contracts.gemm_price import (MAX_DOT_WARPS, MMA_ROWS, MMA_WARPS,
                                              accumulators_fit, gemm_price, staged_output_bytes)
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.analyses.nest import next_power_of_two, power_of_two_floor
+from tir_passes.analyses.row_registers import held_row_values, row_warps
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.contracts.backend_limits import BackendLimits
 
@@ -285,8 +286,9 @@ def fused_rows(widest: int, row_extent: int | None, has_contraction: bool, limit
     return min(rows, next_power_of_two(row_extent or rows))
 
 
-def fused_warps(rows: int, widest: int) -> int:
-    return max(4, min(16, power_of_two_floor(max(1, rows * widest // 512))))
+def fused_warps(rows: int, widest: int, sites=()) -> int:
+    """Of a program of rows x widest elements whose blocks are `sites` (row_registers.row_warps)."""
+    return row_warps(rows * widest, held_row_values(sites))
 
 
 def online_sizes(spec: GpuSpec, dtype: str, rows_extent: int | None, loop_extent: int | None,

@@ -478,7 +478,7 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
     elif (rows > 1 or deterministic) and _key(row_loop) not in blocked:  # deterministic: 2-D tiles for one row too
         plan.tiles[_key(row_loop)] = TileChoice(axis_name(row_loop), rows, False)
     if online_rows is None:
-        plan.num_warps = tile_sizes.fused_warps(rows, widest)
+        plan.num_warps = tile_sizes.fused_warps(rows, widest, [(realize, loops) for loops, realize in shape.subs])
     return plan
 
 
