@@ -69,7 +69,10 @@ def cast_on_product(text: str) -> str | None:
 
 
 def _constant(branch: str, dtype: str) -> str | None:
-    """`branch` as a `dtype` constant when it is a number (`0`, `T.Cast("float16", 0)`, `T.float16(0.0)`)."""
+    """`branch` as a `dtype` constant when it is a number (`0`, `T.Cast("float16", 0)`, `T.float16(0.0)`)
+    and `dtype` a float type."""
+    if "float" not in dtype:
+        return None
     found = re.fullmatch(rf'(?:T\.Cast\("\w+", ({_NUMBER})\)|T\.\w+\(({_NUMBER})\)|({_NUMBER}))', branch)
     if found is None:
         return None
