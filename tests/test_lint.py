@@ -20,7 +20,7 @@ OVER_BUDGET = {
     "tir_passes/passes/loop_fusion.py": 492,
     "tir_passes/passes/online_softmax.py": 604,
     "tir_passes/passes/tiling_plan.py": 612,
-    "tir_passes/pipeline.py": 428,
+    "tir_passes/pipeline.py": 429,
     "triton_codegen/cli.py": 406,
     "triton_codegen/emit_kernel.py": 724,
     "triton_codegen/gluon/from_tir.py": 554,

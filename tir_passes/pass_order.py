@@ -27,6 +27,7 @@ DEFAULT_ORDER = (
     PassEntry("InlineElementwise", "tir_passes.passes.inline_elementwise:InlineElementwise", False),
     PassEntry("CanonicalConstants", "tir_passes.passes.canonical_constants:CanonicalConstants", False),
     PassEntry("CanonicalCasts", "tir_passes.passes.canonical_casts:CanonicalCasts", False),
+    PassEntry("CanonicalUpdates", "tir_passes.passes.canonical_updates:CanonicalUpdates", False),
     PassEntry("CanonicalMasks", "tir_passes.passes.canonical_masks:CanonicalMasks", False),
     PassEntry("FactorOutOfSums", "tir_passes.passes.factor_out_of_sums:FactorOutOfSums", False),
     PassEntry("RowPartials", "tir_passes.passes.row_partials:RowPartials", True, True),

@@ -9,6 +9,7 @@ Order, and why:
   InlineElementwise elementwise intermediates inlined into their readers (split or inline: one form)
   CanonicalConstants  x / 2^k as x * 2^-k (exact), so constant factors are products
   CanonicalCasts    casts that change no value dropped (x16 widened and rounded back is x16)
+  CanonicalUpdates  a commutative self-update names the stored element first (X = t + X as X = X + t)
   CanonicalMasks    masks as Select with -inf (negations undone, safe if_then_else as Select)
   FactorOutOfSums   factors a sum's reduction does not vary leave it: weights normalized before
                     P·V are normalized after it (the flash form), a scale inside Q·Kᵀ scales S

@@ -6,10 +6,17 @@ Families (REWRITES): renaming of loops, block variables, buffers, scalars, sizes
 plain names, and to the code generator's and Python's own names); `T.Select` for
 `T.if_then_else` and back (only where neither branch reads memory: Select evaluates both);
 mirrored comparisons (`vj > vi` as `vi < vj`) and negated ones (`T.Not(vj <= vi)`); a large
-negative constant for a masked -inf; `x * 0.25` as `x / 4`; the spatial loops of a nest in another
-order; two independent neighbouring nests swapped; an elementwise intermediate inlined into its
-readers. Each preserves the result exactly, except the masked constant, which preserves it for
-every row that keeps an unmasked element (docs/canonical-forms.md).
+negative constant for a masked -inf; `x * 0.25` as `x / 4`; loop order: the spatial loops of a
+nest reversed or rotated, its reduction loops outside the spatial ones or right after the first
+one, and, where the block is a commutative self-update (updates.py: the order its elements
+arrive in does not matter), its reduction loops reversed or rotated; the update's operands
+commuted (`C = t + C`) and a contraction's factors commuted (updates.py); where a contraction's
+operands are widened (casts.py: a round trip, the cast on the product, the cast inside a padding
+selection, the widening as a stage of its own); two independent neighbouring nests swapped; an
+elementwise intermediate inlined into its readers. Each preserves the result exactly, except the
+masked constant, which preserves it for every row that keeps an unmasked element, and the
+reordered float sums, whose additions move as a tiled reduction moves them
+(docs/canonical-forms.md).
 """
 
 from __future__ import annotations
@@ -20,59 +27,10 @@ from collections.abc import Callable
 
 import tvm
 
-_IDENT = r"[A-Za-z_]\w*"
-
-
-# --- text helpers -----------------------------------------------------------------------------------
-def _matching_paren(text: str, open_at: int) -> int:
-    depth = 0
-    for index in range(open_at, len(text)):
-        if text[index] == "(":
-            depth += 1
-        elif text[index] == ")":
-            depth -= 1
-            if depth == 0:
-                return index
-    raise ValueError("unbalanced parentheses")
-
-
-def _split_args(text: str) -> list[str]:
-    args, depth, start = [], 0, 0
-    for index, char in enumerate(text):
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            args.append(text[start:index].strip())
-            start = index + 1
-    args.append(text[start:].strip())
-    return args
-
-
-def _calls(text: str, name: str) -> list[tuple[int, int, list[str]]]:
-    """(start, end, arguments) of every call `name(...)`, outermost first."""
-    found = []
-    for match in re.finditer(re.escape(name) + r"\(", text):
-        close = _matching_paren(text, match.end() - 1)
-        found.append((match.start(), close + 1, _split_args(text[match.end():close])))
-    return found
-
-
-def _replace_calls(text: str, name: str, rewrite: Callable[[list[str]], str | None]) -> str:
-    """Every call `name(...)` rewritten (innermost calls inside the arguments first)."""
-    out, position = [], 0
-    for start, end, _ in _calls(text, name):
-        if start < position:
-            continue   # nested in a call already rewritten
-        close = end - 1
-        inner = _replace_calls(text[start + len(name) + 1:close], name, rewrite)
-        replaced = rewrite(_split_args(inner))
-        out.append(text[position:start])
-        out.append(replaced if replaced is not None else f"{name}({inner})")
-        position = end
-    out.append(text[position:])
-    return "".join(out)
+from .text import IDENT as _IDENT
+from .casts import cast_inside_selection, cast_on_product, operand_cast_as_stage, operand_cast_round_trip
+from .text import matching_bracket, replace_calls, split_args
+from .updates import factors_commuted, is_order_free, update_commuted
 
 
 def _strip_region_annotations(text: str) -> str:
@@ -175,7 +133,7 @@ def if_then_else_as_select(text: str) -> str | None:
         changed.append(True)
         return f"T.Select({', '.join(args)})"
 
-    result = _replace_calls(text, "T.if_then_else", rewrite)
+    result = replace_calls(text, "T.if_then_else", rewrite)
     return result if changed else None
 
 
@@ -209,8 +167,8 @@ def large_negative_mask(text: str) -> str | None:
         changed.append(True)
         return f"T.if_then_else({', '.join(new)})"
 
-    result = _replace_calls(text, "T.if_then_else", rewrite)
-    result = _replace_calls(result, "T.Select", lambda args: (
+    result = replace_calls(text, "T.if_then_else", rewrite)
+    result = replace_calls(result, "T.Select", lambda args: (
         None if len(args) != 3 or all('"-inf"' not in a for a in args[1:]) else
         (changed.append(True), "T.Select(" + ", ".join(
             re.sub(r'^T\.float32\("-inf"\)$', "T.float32(-1.0e30)", a) for a in args) + ")")[1]))
@@ -233,20 +191,27 @@ def division_for_product(text: str) -> str | None:
 
 def spatial_loops_reversed(text: str) -> str | None:
     """Each nest's spatial loops in reverse order (its reduction loops stay where they are)."""
-    def order(kinds: str) -> list[int]:
-        return _reversed_among(kinds, "S")
+    return _permute_grids(text, lambda kinds: _reversed_among(kinds, "S"))
 
-    return _permute_grids(text, order)
+
+def spatial_loops_rotated(text: str) -> str | None:
+    """Each nest of three or more spatial loops with them rotated by one in their slots (`for b,
+    h, i` as `for h, i, b`: another permutation than the reversal). Exact."""
+    return _permute_grids(text, lambda kinds: _rotated_among(kinds, "S"))
 
 
 def reduction_loops_reversed(text: str) -> str | None:
-    """Each nest's reduction loops in reverse order (conv's `rh, rw, rc` as `rc, rw, rh`), its spatial
-    loops where they are. Exact for a max or a min; for a float sum the additions' order moves,
-    as a tiled reduction moves it anyway (the numerics check compares)."""
-    def order(kinds: str) -> list[int]:
-        return _reversed_among(kinds, "R")
+    """The reduction loops of each order-free nest (one commutative self-update, updates.py) in
+    reverse order (conv's `rh, rw, rc` as `rc, rw, rh`), its spatial loops where they are. Exact for
+    a max or a min; for a float sum the additions' order moves, as a tiled reduction moves it
+    anyway (the numerics check compares). An arg-max's loops stay: its ties follow the order."""
+    return _permute_grids(text, lambda kinds: _reversed_among(kinds, "R"), order_free_only=True)
 
-    return _permute_grids(text, order)
+
+def reduction_loops_rotated(text: str) -> str | None:
+    """The reduction loops of each order-free nest of three or more rotated by one in their slots
+    (`rh, rw, rc` as `rw, rc, rh`). As exact as `reduction_loops_reversed`."""
+    return _permute_grids(text, lambda kinds: _rotated_among(kinds, "R"), order_free_only=True)
 
 
 def reduction_loops_first(text: str) -> str | None:
@@ -258,11 +223,36 @@ def reduction_loops_first(text: str) -> str | None:
     return _permute_grids(text, order)
 
 
+def reduction_loops_between(text: str) -> str | None:
+    """Each nest's reduction loops right after its first spatial loop (`for i, k, j`), each kind in
+    its order. Exact, like `reduction_loops_first`."""
+    def order(kinds: str) -> list[int]:
+        spatial = [i for i, kind in enumerate(kinds) if kind == "S"]
+        if len(spatial) < 2:
+            return list(range(len(kinds)))
+        return spatial[:1] + [i for i, kind in enumerate(kinds) if kind == "R"] + spatial[1:]
+
+    return _permute_grids(text, order)
+
+
 def _reversed_among(kinds: str, kind: str) -> list[int]:
     """The permutation (new position -> old index) that reverses the loops of `kind` in their slots."""
     slots = [index for index, k in enumerate(kinds) if k == kind]
-    order = list(range(len(kinds)))
-    for position, index in zip(slots, reversed(slots)):
+    return _placed(len(kinds), slots, list(reversed(slots)))
+
+
+def _rotated_among(kinds: str, kind: str) -> list[int]:
+    """The permutation that rotates three or more loops of `kind` by one in their slots (two:
+    the reversal's own, left to it)."""
+    slots = [index for index, k in enumerate(kinds) if k == kind]
+    if len(slots) < 3:
+        return list(range(len(kinds)))
+    return _placed(len(kinds), slots, slots[1:] + slots[:1])
+
+
+def _placed(count: int, slots: list[int], sources: list[int]) -> list[int]:
+    order = list(range(count))
+    for position, index in zip(slots, sources):
         order[position] = index
     return order
 
@@ -271,17 +261,20 @@ _GRID_NEST = re.compile(r"^( *)for ([\w, ]+) in T\.grid\(([^\n]*)\):\n((?: *)wit
                         r"([\w, ]+) = T\.axis\.remap\(\"([SR]+)\", \[([\w, ]+)\]\)", flags=re.M)
 
 
-def _permute_grids(text: str, permutation: Callable[[str], list[int]]) -> str | None:
+def _permute_grids(text: str, permutation: Callable[[str], list[int]], order_free_only: bool = False) -> str | None:
     """The loops of every `T.grid` nest around one block (bound by T.axis.remap in the loops'
-    order) permuted: `permutation(kinds)` gives the new position -> old index."""
+    order) permuted: `permutation(kinds)` gives the new position -> old index. With
+    `order_free_only`, only nests whose block is a commutative self-update (updates.py)."""
     changed = []
 
     def rewrite(match) -> str:
         indent, names, extents, body_indent, bound, kinds, remapped = match.groups()
         loop_names = [n.strip() for n in names.split(",")]
-        loop_extents = _split_args(extents)
+        loop_extents = split_args(extents)
         remapped_names = [n.strip() for n in remapped.split(",")]
         if remapped_names != loop_names or len(kinds) != len(loop_names):
+            return match.group(0)
+        if order_free_only and not is_order_free(text, match.end()):
             return match.group(0)
         order = permutation(kinds)
         if order == list(range(len(loop_names))):
@@ -294,52 +287,6 @@ def _permute_grids(text: str, permutation: Callable[[str], list[int]]) -> str | 
 
     result = _GRID_NEST.sub(rewrite, text)
     return result if changed else None
-
-
-# --- casts on a contraction's operands -------------------------------------------------------------------
-_SIXTEEN_BIT = ("float16", "bfloat16")
-_LOAD = rf"{_IDENT}\[[^\[\]\n]*\]"
-
-
-def _buffer_dtypes(text: str) -> dict[str, str]:
-    """Buffer name -> dtype, of the parameters and the allocations."""
-    found = dict(re.findall(rf"({_IDENT}): T\.Buffer\([^\n]*?\"(\w+)\"\)", text))
-    found.update(re.findall(rf"({_IDENT}) = T\.sblock_alloc_buffer\([^\n]*?\"(\w+)\"", text))
-    return found
-
-
-def operand_cast_round_trip(text: str) -> str | None:
-    """`T.Cast("float32", X[..])` of a 16-bit buffer as `T.Cast("float32", T.Cast("float16",
-    T.Cast("float32", X[..])))`: a value rounded back to the type it came from (exact)."""
-    dtypes = _buffer_dtypes(text)
-
-    def rewrite(match) -> str:
-        load = match.group(1)
-        dtype = dtypes.get(load.split("[")[0])
-        if dtype not in _SIXTEEN_BIT:
-            return match.group(0)
-        return f'T.Cast("float32", T.Cast("{dtype}", T.Cast("float32", {load})))'
-
-    result = re.sub(rf'T\.Cast\("float32", ({_LOAD})\)', rewrite, text)
-    return result if result != text else None
-
-
-def cast_on_product(text: str) -> str | None:
-    """`T.Cast("float32", A[..]) * T.Cast("float32", B[..])` of two 16-bit buffers of one dtype as
-    `T.Cast("float32", A[..] * B[..])`: the cast on the product instead of on each factor. TVM then
-    rounds each product to 16 bits; a tl.dot's products are exact in both forms (its operands are
-    the same 16-bit tiles), so the kernel is the same and within the numerics check of either."""
-    dtypes = _buffer_dtypes(text)
-
-    def rewrite(match) -> str:
-        a, b = match.group(1), match.group(2)
-        kinds = {dtypes.get(a.split("[")[0]), dtypes.get(b.split("[")[0])}
-        if len(kinds) != 1 or not kinds <= set(_SIXTEEN_BIT):
-            return match.group(0)
-        return f'T.Cast("float32", {a} * {b})'
-
-    result = re.sub(rf'T\.Cast\("float32", ({_LOAD})\) \* T\.Cast\("float32", ({_LOAD})\)', rewrite, text)
-    return result if result != text else None
 
 
 def independent_nests_swapped(text: str) -> str | None:
@@ -385,8 +332,8 @@ def _substitute_loads(nest: str, buffer: str, params: list[str], value: str) -> 
     for match in re.finditer(rf"(?<![.\w]){re.escape(buffer)}\[", nest):
         if match.start() < position:
             continue
-        close = _matching_bracket(nest, match.end() - 1)
-        indices = _split_args(nest[match.end():close])
+        close = matching_bracket(nest, match.end() - 1)
+        indices = split_args(nest[match.end():close])
         mapping = dict(zip(params, indices))
         pattern = re.compile(r"(?<![.\w])(" + "|".join(re.escape(p) for p in params) + r")\b")
         out.append(nest[position:match.start()])
@@ -394,18 +341,6 @@ def _substitute_loads(nest: str, buffer: str, params: list[str], value: str) -> 
         position = close + 1
     out.append(nest[position:])
     return "".join(out)
-
-
-def _matching_bracket(text: str, open_at: int) -> int:
-    depth = 0
-    for index in range(open_at, len(text)):
-        if text[index] == "[":
-            depth += 1
-        elif text[index] == "]":
-            depth -= 1
-            if depth == 0:
-                return index
-    raise ValueError("unbalanced brackets")
 
 
 REWRITES: dict[str, Callable[[str], str | None]] = {
@@ -418,10 +353,17 @@ REWRITES: dict[str, Callable[[str], str | None]] = {
     "large_negative_mask": large_negative_mask,
     "division_for_product": division_for_product,
     "spatial_loops_reversed": spatial_loops_reversed,
+    "spatial_loops_rotated": spatial_loops_rotated,
     "reduction_loops_reversed": reduction_loops_reversed,
+    "reduction_loops_rotated": reduction_loops_rotated,
     "reduction_loops_first": reduction_loops_first,
+    "reduction_loops_between": reduction_loops_between,
+    "update_commuted": update_commuted,
+    "factors_commuted": factors_commuted,
     "operand_cast_round_trip": operand_cast_round_trip,
     "cast_on_product": cast_on_product,
+    "cast_inside_selection": cast_inside_selection,
+    "operand_cast_as_stage": operand_cast_as_stage,
     "independent_nests_swapped": independent_nests_swapped,
     "intermediate_inlined": intermediate_inlined,
 }

@@ -1,18 +1,23 @@
-"""Plan invariance on a CI budget: every example under one rewrite family (rotating, so every
-family runs), the attention forms against the examples' plan, int8 quantization and LayerNorm
-with its statistics as outputs in one kernel. The full check: `python -m tests.plan_invariance`."""
+"""Plan invariance on a CI budget: every family on the cheapest program it applies to (with the
+numerics), every example under one rewrite family (rotating), the attention forms against the
+examples' plan, int8 quantization and LayerNorm with its statistics as outputs in one kernel, and
+the reduction-order families leaving order-dependent blocks alone. The full check:
+`python -m tests.plan_invariance`."""
 
 import pytest
 from tvm.script import tirx as T
 
+from conv2d_nhwc import make_conv2d_nhwc
 from plan_invariance.check import attention_forms, budget_cases, check_form, check_program, example_programs, plan
-from plan_invariance.rewrites import REWRITES, rewrites
+from plan_invariance.rewrites import REWRITES, rewrites, script_of
 
 EXAMPLES = example_programs()
 FORMS = attention_forms()
 # the budget's pool for the numerics: the examples, and the attention forms at a small size
 SMALL = {f"{name} (1x1x20x16)": func for name, func, _ in attention_forms(shape=(1, 1, 20, 16))}
 POOL = {**EXAMPLES, **SMALL}
+# the families only a convolution has (its padding, its three reduction loops), at a small size
+POOL["conv2d_nhwc (1x5x6x16x16)"] = make_conv2d_nhwc(1, 5, 6, 16, 16)
 BY_FAMILY, _ = budget_cases(POOL)
 _, BY_PROGRAM = budget_cases(EXAMPLES)
 
@@ -113,3 +118,37 @@ def test_rewrites_change_the_text():
     assert {"rename", "mirrored_comparisons", "negated_comparisons", "large_negative_mask"} <= set(found)
     for family, rewritten in found.items():
         assert rewritten.script() != func.script(), family
+
+
+def _two_axis_reductions():
+    """An arg-max and a sum over the last two axes of one (5, 6, 7) input (TVM's topi)."""
+    from tvm import te, topi
+
+    A = te.placeholder((5, 6, 7), "float32", name="A")
+    argmax = te.create_prim_func([A, topi.argmax(A, axis=(1, 2))])
+    total = te.create_prim_func([A, topi.sum(A, axis=(1, 2))])
+    return argmax, total
+
+
+def test_reduction_order_families_reorder_only_commutative_self_updates():
+    """An arg-max's reduction loops keep their order (its ties follow it); a sum's are reversed.
+    Moving all reduction loops outside the spatial ones keeps each element's order: both."""
+    argmax, total = (script_of(func) for func in _two_axis_reductions())
+    assert REWRITES["reduction_loops_reversed"](argmax) is None
+    assert "for k1, k2, ax0 in" in REWRITES["reduction_loops_first"](argmax)
+    assert "for ax0, k2, k1 in" in REWRITES["reduction_loops_reversed"](total)
+
+
+def test_update_and_cast_families_keep_the_update_parseable():
+    """The update and cast families on a padded fp16 convolution: each yields a program whose
+    update is the rewritten one (the parse succeeds, the text changes as the family says)."""
+    conv = EXAMPLES["conv2d_nhwc"]
+    found = {family: rewritten.script() for family, rewritten in rewrites(
+        conv, ["update_commuted", "factors_commuted", "cast_inside_selection", "operand_cast_as_stage"])}
+    assert set(found) == {"update_commuted", "factors_commuted", "cast_inside_selection", "operand_cast_as_stage"}
+    assert found["update_commuted"].rstrip().endswith("+ Y[vn, vh, vw, vf]")
+    assert '* T.Cast("float32", T.if_then_else(' in found["factors_commuted"]
+    assert 'T.if_then_else(' in found["cast_inside_selection"] and 'T.Cast("float32", T.if_then_else(' \
+        not in found["cast_inside_selection"]
+    staged = dict(rewrites(EXAMPLES["linear_fp16"], ["operand_cast_as_stage"]))["operand_cast_as_stage"].script()
+    assert 'T.sblock("X_f32")' in staged and 'T.sblock("W_f32")' in staged and "X_f32[vi, vk] * W_f32[vj, vk]" in staged

@@ -73,13 +73,14 @@ def test_under_the_floor_the_dot_runs_another_instruction():
 
 
 def test_the_floor_is_on_the_outputs_rows_when_the_lowering_swaps_the_operands():
-    """matmul's dB = Aᵀ·dC: the lowering writes tl.dot(A_tile, dCᵀ), so the MMA's rows are the
-    plan's BLOCK_N: that one is floored, and its configs all run wgmma; 32 columns (BLOCK_M) still
-    do, 32 rows do not."""
+    """matmul's dB = Aᵀ·dC, written as differentiate writes it (`dB += dC · A`, the factor along
+    dB's columns first: CanonicalUpdates, which would put A first, is disabled to keep that form):
+    the lowering writes tl.dot(A_tile, dCᵀ), so the MMA's rows are the plan's BLOCK_N: that one is
+    floored, and its configs all run wgmma; 32 columns (BLOCK_M) still do, 32 rows do not."""
     from tir_passes import differentiate
 
     backward = differentiate(make_matmul(300, 512, 1024, "float16", "float32"), ["A", "B"])
-    kernel = compile(backward, deterministic=True, verify=False)
+    kernel = compile(backward, deterministic=True, verify=False, disable=("CanonicalUpdates",))
     tile_kernel = next(k for k in with_tile_accesses(kernel.program).kernels if k.name.endswith("kernel1"))
     assert [d.block for d in tile_kernel.dims][:2] == ["BLOCK_N", "BLOCK_M"]   # rows, columns
     assert ("BLOCK_N", 64, "mma") in tile_kernel.floors and not any(f[0] == "BLOCK_M" for f in tile_kernel.floors)
