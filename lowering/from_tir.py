@@ -34,31 +34,14 @@ from lowering.rules import reductions
 from lowering.rules.accesses import AccessMask, Condition, needs_int64, offset_expr, plan_mask
 from lowering.rules.exprs import cast, check_dtype, fold_binary, lower_expr
 from lowering.rewrites.hoist_loads import hoist_invariant_loads
+from lowering.rewrites.prefetch_loads import prefetch_fields, prefetch_row_loads
 from lowering.matmul_precision import HIGHEST
 from lowering.rules.kernel_scope import TILE_ARITHMETIC, KernelScope, build_scope, window_names
 from lowering.rewrites.param_reads import with_reads
 from lowering.rules.scans import ScanState
 from lowering.rules.param_shapes import shape_entry
-from lowering.tile_ir import (
-    Assign,
-    Barrier,
-    Binary,
-    BufferArg,
-    Comment,
-    Const,
-    Expr,
-    Load,
-    Loop,
-    ParamSpec,
-    Reg,
-    Scalar,
-    ScalarArg,
-    ScratchBuffer,
-    SelectCombine,
-    Store,
-    TileKernel,
-    TileProgram,
-)
+from lowering.tile_ir import (Assign, Barrier, Binary, BufferArg, Comment, Const, Expr, Load, Loop, ParamSpec, Reg,
+                               Scalar, ScalarArg, ScratchBuffer, SelectCombine, Store, TileKernel, TileProgram)
 
 
 def lower_program(
@@ -229,7 +212,7 @@ class KernelLowering:
             group_m=self.record.group_m,
             num_warps=self.record.num_warps,
             num_stages=self.record.num_stages,
-            body=hoist_invariant_loads(tuple(self.emitted[0]), self.fresh),
+            body=prefetch_row_loads(hoist_invariant_loads(tuple(self.emitted[0]), self.fresh), self.fresh),
             int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
             pins=tuple(map(astuple, self.record.pins)), floors=tuple(map(astuple, self.record.floors)),
             dot_min_block=getattr(backend_limits(self.func), "dot_min_block", TileKernel.dot_min_block),
@@ -310,7 +293,8 @@ class KernelLowering:
             body = self.emitted.pop()
             if interior is not None:
                 self.emit(Comment(f"tiles of {plan.partner_of} inside the window for every row: no window mask"))
-            self.emit(Loop(plan.name, seg_start, seg_stop, tuple(body), entered=entered))
+            prefetch = prefetch_fields(plan.prefetch)
+            self.emit(Loop(plan.name, seg_start, seg_stop, tuple(body), entered=entered, **prefetch))
         self.reductions.close(self, opened)
         self.scans.close(carries)
         self._sync_if_pending()

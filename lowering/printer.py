@@ -71,7 +71,13 @@ def _format_stmt(stmt, indent: str, lines: list[str]) -> None:
         mask = " if " + " & ".join(format_expr(m) for m in stmt.mask) if stmt.mask else ""
         lines.append(f"{indent}{stmt.buffer}[{format_expr(stmt.offset)}] = {format_expr(stmt.value)}{mask}")
     elif isinstance(stmt, Loop):
+        for prefetch in stmt.prefetched:   # Tiling's prefetch of a row walk (prefetch_loads.py)
+            for slot, load in zip(prefetch.slots, prefetch.first):
+                lines.append(f"{indent}{slot} = {format_expr(load)}  # prefetch")
         lines.append(f"{indent}for {stmt.var} in range({format_expr(stmt.start)}, {format_expr(stmt.stop)}):")
+        for prefetch in stmt.prefetched:
+            ahead = f"{prefetch.slots[-1]} = {format_expr(prefetch.ahead)}  # prefetch {len(prefetch.slots)} ahead"
+            lines.append(f"{indent}    {prefetch.name} = {prefetch.slots[0]}; {ahead}")
         for child in stmt.body:
             _format_stmt(child, indent + "    ", lines)
 

@@ -242,6 +242,19 @@ class Store:
 
 
 @dataclass(frozen=True)
+class Prefetch:
+    """A row load of a walked loop issued `len(slots)` iterations ahead (lowering/rewrites/prefetch_loads.py):
+    before the loop, slot k holds the load at iteration start + k; at the top of each iteration the body's
+    register `name` takes slot 0, the slots shift down and the last takes `ahead`, the load at iteration
+    var + len(slots). Every row index is clamped to the walk's last iteration, under the load's own mask."""
+
+    name: str                 # the register the body reads: this iteration's tile
+    slots: tuple[str, ...]    # the registers holding the next iterations' tiles, nearest first
+    first: tuple[Load, ...]   # the loads before the loop, one per slot
+    ahead: Load               # the load in the loop
+
+
+@dataclass(frozen=True)
 class Loop:
     var: str
     start: Expr
@@ -250,6 +263,10 @@ class Loop:
     # every program enters the TIR loop these iterations walk (static, positive extent), though a
     # window's bounds may be empty here: an invariant load in it is valid before it (hoist_loads.py)
     entered: bool = False
+    # Tiling's prefetch of a row walk (tir_passes/contracts/prefetch_record.py): iterations ahead, the buffers
+    prefetch_distance: int = 0
+    prefetch_buffers: tuple[str, ...] = ()
+    prefetched: tuple[Prefetch, ...] = ()   # the loads issued ahead (prefetch_loads.py), in first-use order
 
 
 @dataclass(frozen=True)

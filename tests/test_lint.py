@@ -12,7 +12,7 @@ PACKAGES = ("tir_passes", "lowering", "triton_codegen")
 LINE_BUDGET = 400
 # The files over it today, each capped at its present size: shrink them, never grow them.
 OVER_BUDGET = {
-    "lowering/from_tir.py": 621,
+    "lowering/from_tir.py": 605,
     "tir_passes/analyses/tile_window.py": 588,
     "tir_passes/checks/numerics.py": 449,
     "tir_passes/checks/verify_contract.py": 593,
@@ -22,7 +22,7 @@ OVER_BUDGET = {
     "tir_passes/passes/tiling_plan.py": 612,
     "tir_passes/pipeline.py": 429,
     "triton_codegen/cli.py": 406,
-    "triton_codegen/emit_kernel.py": 724,
+    "triton_codegen/emit_kernel.py": 715,
     "triton_codegen/gluon/from_tir.py": 554,
     "triton_codegen/runtime_support.py": 500,
     "tir_passes/passes/autodiff/differentiate.py": 420,

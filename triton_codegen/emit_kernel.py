@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tir_passes.infra.names import NameTable, pointer_name, python_name, stride_name
 from lowering.tile_ir import (Arange, Assign, Barrier, Binary, Cast, CombineAssign, Comment, Const, Dot, Expr, Load,
-                              Loop, Reduce, Reg, Scalar, Scan, SelectCombine, Store, TileKernel, Unary, Where)
+                              Loop, Prefetch, Reduce, Reg, Scalar, Scan, Store, TileKernel, Unary, Where)
 from tir_passes.infra.dtypes import DTYPES, FLOATS, language_names
 
 from .descriptors import Descriptor, DescriptorPlan
@@ -170,6 +170,8 @@ def _names_in(node, found: set[str]) -> None:
         found.add(node.name if isinstance(node, Assign) else node.var)
     elif isinstance(node, CombineAssign):
         found.update(node.names)
+    elif isinstance(node, Prefetch):
+        found.update((node.name, *node.slots))
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         for item in dataclasses.fields(node):
             _names_in(getattr(node, item.name), found)
@@ -571,9 +573,21 @@ class KernelPrinter:
         self.forget(lambda key: _reads_buffer(key, stmt.buffer))
 
     def _loop(self, loop: Loop) -> None:
+        if loop.prefetched:   # Tiling's prefetch (lowering/rewrites/prefetch_loads.py): the first rows, before it
+            ahead = f"{loop.prefetch_distance} iteration{'s' if loop.prefetch_distance > 1 else ''}"
+            self.src.line(f"# rows of {', '.join(loop.prefetch_buffers)} loaded {ahead} ahead of {loop.var} "
+                          "(Tiling's prefetch: in flight while a row reduces)")
+        for prefetch in loop.prefetched:
+            for slot, load in zip(prefetch.slots, prefetch.first):
+                self.src.line(f"{slot} = {self.render_own(load)}")
         start, stop = self.name_of(loop.start), self.name_of(loop.stop)
         with self.src.block(f"for {loop.var} in range({start}, {stop}):"):
             self.scopes.append({})
+            for prefetch in loop.prefetched:
+                self.src.line(f"{prefetch.name} = {prefetch.slots[0]}")
+                for slot, later in zip(prefetch.slots, prefetch.slots[1:]):
+                    self.src.line(f"{slot} = {later}")
+                self.src.line(f"{prefetch.slots[-1]} = {self.render_own(prefetch.ahead)}")
             for child in loop.body:
                 self.statement(child)
             self.scopes.pop()
@@ -672,29 +686,6 @@ def _grid_decomposition(kernel: TileKernel, printer: KernelPrinter, pid: str) ->
         remaining = rest
     if axes:
         src.line(walked_tile(axes[0], counts[0], remaining))
-
-
-def emit_select_combine(combine: SelectCombine, src: Source) -> None:
-    """The combine function of a selection reduction: takes two (key, payloads..., position)
-    tuples, returns the winner's."""
-    fields = ["key"] + [f"payload{i}" for i in range(len(combine.payload_dtypes))] + ["position"]
-    a, b = [f"{f}_a" for f in fields], [f"{f}_b" for f in fields]
-    better, earlier = (">" if combine.kind == "max" else "<"), ("<" if combine.tie == "first" else ">")
-    src.line("@triton.jit")
-    with src.block(f"def {combine.name}({', '.join(a + b)}):"):
-        src.line(
-            f'"""The {"larger" if combine.kind == "max" else "smaller"} key wins; of equal keys, the '
-            f'{"smaller" if combine.tie == "first" else "larger"} position."""'
-        )
-        if combine.key_dtype.startswith(("float", "bfloat")):  # NaN beats every number, as in torch.argmax
-            src.line("nan_a, nan_b = key_a != key_a, key_b != key_b")
-            src.line(
-                f"a_wins = (nan_a & ~nan_b) | (~nan_a & ~nan_b & (key_a {better} key_b)) | "
-                f"(((key_a == key_b) | (nan_a & nan_b)) & (position_a {earlier} position_b))"
-            )
-        else:
-            src.line(f"a_wins = (key_a {better} key_b) | ((key_a == key_b) & (position_a {earlier} position_b))")
-        src.line("return " + ", ".join(f"tl.where(a_wins, {x}, {y})" for x, y in zip(a, b)))
 
 
 def emit_kernel(kernel: TileKernel, src: Source, plan: DescriptorPlan | None = None) -> set[str]:

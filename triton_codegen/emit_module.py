@@ -27,7 +27,8 @@ from . import launch_replay, runtime_support, torch_op_support
 from .backward_link import BackwardLink, backward_literal
 from .configs import config_space
 from .descriptors import DescriptorPlan, plan_descriptors
-from .emit_kernel import emit_kernel, emit_select_combine
+from .emit_combine import emit_select_combine
+from .emit_kernel import emit_kernel
 from .kernel_helpers import CONSTANTS, HELPERS
 from .hardware_model import summarize
 from .persistent import persistent_support_text

@@ -32,8 +32,9 @@ averaged over the programs where a loop bound depends on the program's position 
                (streams: the programs resident on the SM; one program's phases run one after another)
 
 Not modelled: L2 hits between kernels, bank conflicts, what GROUP_M changes (L2 reuse of operand
-tiles), a row loop's dependent block reductions (layernorm's backward), Triton's path for tf32
-dots beyond their conversions.
+tiles), a row loop's dependent block reductions (layernorm's backward: the time its loads wait behind
+them; what its prefetch adds is only the bytes in flight), Triton's path for tf32 dots beyond their
+conversions.
 
 Imports nothing that needs TVM (only lowering.tile_ir for `summarize`), so the tuner runs on a
 GPU machine with torch and triton alone.
@@ -310,7 +311,8 @@ def _dram_by_site(kernel: dict, names: dict[str, int], traffic: dict, programs: 
 
 def _step_bytes(kernel: dict, config: dict, names: dict[str, int]) -> float:
     """Bytes one program has in flight: one pass over its load sites, with (stages − 1) iterations
-    prefetched when its loads sit in a loop that feeds a tl.dot (Triton pipelines those)."""
+    prefetched when its loads sit in a loop that feeds a tl.dot (Triton pipelines those), and a row
+    walk's loads issued d iterations ahead (Tiling's prefetch: the summary's "ahead") d more times."""
     dims = {d["axis"]: d for d in kernel["dims"]}
     total = 0.0
     for access in kernel["accesses"]:
@@ -318,7 +320,8 @@ def _step_bytes(kernel: dict, config: dict, names: dict[str, int]) -> float:
             continue
         elements = math.prod(_axis_elements(dims[axis], config, names) for axis in access["axes"] if axis in dims)
         pipelined = kernel["dots"] and access["trips"]
-        total += elements * access["bytes"] * (max(1, config["num_stages"] - 1) if pipelined else 1)
+        copies = max(1, config["num_stages"] - 1) if pipelined else 1 + access.get("ahead", 0)
+        total += elements * access["bytes"] * copies
     return total
 
 

@@ -51,7 +51,14 @@ def _summarize_kernel(program, kernel) -> dict:
         for stmt in stmts:
             if isinstance(stmt, Loop):
                 has_loop = True
-                visit(stmt.body, trips + [_loop_trips(stmt, sizes_of)], set())
+                for prefetch in stmt.prefetched:   # a prefetching walk's first rows, loaded before it
+                    for load in prefetch.first:
+                        visit_expr(load, trips, seen)
+                inner, inner_seen = trips + [_loop_trips(stmt, sizes_of)], set()
+                for prefetch in stmt.prefetched:   # its rows loaded ahead: in flight beside the iteration's own
+                    visit_expr(prefetch.ahead, inner, inner_seen)
+                    accesses[load_sites[(prefetch.ahead, tuple(inner))]]["ahead"] = len(prefetch.slots)
+                visit(stmt.body, inner, inner_seen)
                 continue
             if isinstance(stmt, Store):
                 accesses.append(_access(stmt.buffer, "store", _buffer_dtype(kernel, stmt.buffer), stmt.offset.dims,

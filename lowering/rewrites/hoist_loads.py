@@ -144,3 +144,7 @@ def _stored(body) -> set[str]:
     found: set[str] = set()
     _walk(body, lambda n: found.add(n.buffer) if isinstance(n, Store) else None)
     return found
+
+
+# the walks the prefetch of row loads shares (prefetch_loads.py)
+runs_at_least_once, read_names, assigned_names, stored_buffers = _runs_at_least_once, _names, _assigned, _stored

@@ -23,6 +23,7 @@ from tir_passes.analyses.nest import loop_sites, unique_name
 from tir_passes.infra.names import python_name
 from tir_passes.contracts.tile_contract import GRID, TILE, ContractError, LoopTile, TileWindow, kernel_tile, loop_tile
 from tir_passes.analyses.tile_window import Arithmetic, window_range
+from tir_passes.contracts.prefetch_record import LoopPrefetch
 
 from lowering.rules.exprs import fold_binary
 from lowering.tile_ir import Arange, Binary, Cast, Const, Expr, GridAxis, Scalar, TileDim
@@ -40,6 +41,7 @@ class LoopPlan:
     count: Expr | None = None       # grid/serial trip count (a windowed walk: the tile it stops before)
     first: Expr | None = None       # a windowed walk's first tile (tile_window.py), else 0
     carries: tuple[str, ...] = ()   # serial: buffers whose dependence it carries (sync after each iteration)
+    prefetch: LoopPrefetch | None = None   # serial row walk: Tiling's prefetch of its row loads
 
 
 @dataclass
@@ -144,7 +146,8 @@ def _plan_loop(scope: KernelScope, loop: tirx.For, tiles, partners, lower_scalar
         start = lower_scalar(loop.min)
         index = Scalar(name, "int32")
         substitute = index if kind == "serial" else fold_binary("+", start, index, "int32", ())
-        plan = LoopPlan(loop, kind, name, substitute, count=lower_scalar(loop.extent), carries=carries)
+        plan = LoopPlan(loop, kind, name, substitute, count=lower_scalar(loop.extent), carries=carries,
+                        prefetch=tile.prefetch if tile is not None else None)
     scope.plans[key] = plan
     if kind == GRID:
         scope.grid.append(GridAxis(name, plan.count))

@@ -48,9 +48,17 @@ def test_layernorm_backward_is_one_row_kernel_and_a_sum_of_partials():
     rows_kernel = kernel.source.split("# TIR blocks: ")[1].splitlines()[0]
     assert rows_kernel.startswith("mean, var") and rows_kernel.endswith(
         "d_gamma_from_normalize_rows, d_beta_from_normalize_rows")
-    # X and d_Y are each loaded once in the row kernel (every block reads the same whole-row tile)
+    # X and d_Y are each loaded once per row in the row kernel (every block reads the same whole-row tile),
+    # the next row's issued a row ahead (Tiling's prefetch): one load before the walk, one in it
     first = kernel.source.split("@triton.jit")[1]
-    assert first.count("tl.load(X_ptr") == 1 and first.count("tl.load(d_Y_ptr") == 1
+    assert first.count("tl.load(X_ptr") == 2 and first.count("tl.load(d_Y_ptr") == 2
+    assert _prefetched(kernel) == ["X", "d_Y"]
+
+
+def _prefetched(kernel) -> list[str]:
+    """The buffers whose rows the row kernel's walk loads ahead (Tiling's LoopPrefetch, in the tile IR)."""
+    walk = next(stmt for stmt in kernel.program.kernels[0].body if hasattr(stmt, "prefetched"))
+    return [prefetch.first[0].buffer for prefetch in walk.prefetched]
 
 
 def test_the_decision_is_a_typed_record_in_the_dump(tmp_path):
@@ -64,16 +72,18 @@ def test_the_decision_is_a_typed_record_in_the_dump(tmp_path):
     compile(backward, verify=False, dump_dir=str(tmp_path))
     dumped = next(p for p in sorted(tmp_path.iterdir()) if p.name.endswith("RowPartials.py")).read_text()
     assert '"rows.partials"' in dumped and '"rows_per_program": 16' in dumped
+    tiled = next(p for p in sorted(tmp_path.iterdir()) if p.name.endswith("_Tiling.py")).read_text()
+    assert '"prefetch": {"buffers": ["X", "d_Y"], "distance": 1' in tiled   # the walk's row loads, one ahead
 
 
 def test_both_moments_in_one_block_keep_the_plan():
     """LayerNorm written with the sum and the sum of squares in one block: the same two kernels."""
     import layernorm_moments
 
-    backward, _ = _check(layernorm_moments.make_layernorm_moments(ROWS, COLS), ["X", "gamma", "beta"], ln,
-                         [(ROWS, COLS), (COLS,), (COLS,)], kernels=2)
+    backward, kernel = _check(layernorm_moments.make_layernorm_moments(ROWS, COLS), ["X", "gamma", "beta"], ln,
+                              [(ROWS, COLS), (COLS,), (COLS,)], kernels=2)
     [plan] = row_partials(rewrite(backward, gpu_spec("H200")))
-    assert plan.taken and plan.row_blocks[0] == "moments"
+    assert plan.taken and plan.row_blocks[0] == "moments" and _prefetched(kernel) == ["X", "d_Y"]
 
 
 def make_rms_static(rows: int):
@@ -106,9 +116,10 @@ def rms_reference(a, s):
 
 
 def test_rmsnorm_written_differently_keeps_the_plan():
-    backward, _ = _check(rms_static, ["A", "scale"], rms_reference, [(48, 20), (20,)], kernels=2)
+    backward, kernel = _check(rms_static, ["A", "scale"], rms_reference, [(48, 20), (20,)], kernels=2)
     [plan] = row_partials(rewrite(backward, gpu_spec("H200")))
     assert plan.taken and plan.column_blocks == ("d_scale_from_out",) and plan.rows_per_program == 16
+    assert _prefetched(kernel) == ["A", "d_B"]   # other names, the same prefetch
 
 
 def test_rmsnorm_without_weight_has_no_partials():
@@ -132,7 +143,9 @@ def test_symbolic_rows_are_one_predicated_walk_that_verifies():
     kernel = compile(backward)   # verify=True: bounds, numerics, contracts, every check
     assert len(kernel.program.kernels) == 2
     rows_kernel = kernel.source.split("@triton.jit")[1]
-    assert rows_kernel.count("tl.load(X_ptr") == 1 and rows_kernel.count("tl.load(d_Y_ptr") == 1
+    assert rows_kernel.count("tl.load(X_ptr") == 2 and rows_kernel.count("tl.load(d_Y_ptr") == 2   # + the prefetch
+    # the ragged rows' early loads are masked by their clamped row: min(r + 1, 63) < rows
+    assert _prefetched(kernel) == ["X", "d_Y", "weight"] and "tl.minimum((r + 1), 63)) < rows)" in rows_kernel
     # the predicated rows together write every row of d_X (param_reads.py): an output the op allocates
     assert "OUTPUTS = ('d_X', 'd_weight')" in kernel.source
     for rows in (37, 64, 150, 1):

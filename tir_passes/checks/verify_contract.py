@@ -40,7 +40,8 @@ import tvm_ffi
 from tvm import sym, tirx
 
 from tir_passes.analyses.dependence import carried_dependences
-from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_sites, bound_iter_var, conjuncts, contraction_operands,
+from tir_passes.analyses.nest import (REDUCE, SPATIAL, block_sites, blocks_under, bound_iter_var, conjuncts,
+                                      contraction_operands,
                                       is_reduction_block, loop_kind, loop_sites, realizes_under, uses_var,
                                       written_buffers)
 from tir_passes.contracts.backend_limits import BackendLimits
@@ -159,6 +160,8 @@ def _kernel_problems(stmt, params: set[str], body, limits: BackendLimits) -> lis
             problems += _tile_problems(analyzer, loop, tile, enclosing)
         if tile is not None and tile.window is not None:
             problems += _window_problems(analyzer, body, loop, tile.window, enclosing, loops, tiles, params)
+        if tile is not None and tile.prefetch is not None:
+            problems += _prefetch_problems(stmt, loop, tile, params)
         problems += _dependence_problems(stmt, loop, tile, enclosing, tiles)
     problems += _axis_problems(loops, tiles)
     problems += _dot_problems(stmt, loops, tiles, limits)
@@ -168,6 +171,19 @@ def _kernel_problems(stmt, params: set[str], body, limits: BackendLimits) -> lis
             if (tile := tiles[loop.loop_var.__chandle__()]) is not None and tile.role == GRID]
     if kernel is not None and kernel.longest_first is not None and kernel.longest_first not in grid:
         problems.append(f"longest_first names {kernel.longest_first}, not one of the kernel's grid loops {grid}")
+    return problems
+
+
+def _prefetch_problems(stmt, loop: tirx.For, tile: LoopTile, params: set[str]) -> list[str]:
+    """A prefetching walk (prefetch_record.py) carries no dependence and runs at least once, and the
+    buffers it loads early are parameters no block of the kernel writes: loads moved earlier read the same."""
+    where = f"loop {loop.loop_var.name} prefetches {', '.join(tile.prefetch.buffers)}"
+    written = {b.name for block in blocks_under(stmt) for b in written_buffers(block)}
+    problems = [f"{where}, but it carries a dependence through {', '.join(tile.carries)}"] if tile.carries else []
+    if (static_int(loop.extent) or 0) < 1:
+        problems.append(f"{where}, but it may run no iteration (extent {loop.extent})")
+    if bad := [name for name in tile.prefetch.buffers if name in written or name not in params]:
+        problems.append(f"{where}, but {', '.join(bad)} is not a parameter the kernel only reads")
     return problems
 
 

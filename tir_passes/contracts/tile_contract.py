@@ -12,7 +12,8 @@ Where each decision lives (`TileDecision` fields below):
                                              covers and, when split, the outer loop that steps it;
                                              for a serial loop: the buffers whose dependence it carries
                                              and, when it steps a tile axis, the TileWindow of tiles it
-                                             visits (tile_window.py)
+                                             visits (tile_window.py); for a row walk, the LoopPrefetch
+                                             of its row loads (prefetch_record.py)
   kernel's outer loop (or block)
       annotation "tile.kernel"    KernelTile num_warps, num_stages, group_m, persistent, longest_first (a grid
                                              loop launched last tile first), which values written and
@@ -44,6 +45,7 @@ from tir_passes.errors import TirTritonError
 from tir_passes.infra.pass_util import replace_block, root_block, static_int
 from tir_passes.infra.reduction_kinds import KINDS
 from tir_passes.contracts.persistent_record import persistent_fields
+from tir_passes.contracts.prefetch_record import LoopPrefetch, prefetch_from, prefetch_value
 from tir_passes.contracts.pin_record import (PIN_DOT, PIN_LAYOUT, PIN_MMA, PIN_REASONS, PIN_REDUCTION,  # noqa: F401
                                              PIN_SCAN, PIN_WARPS, WARPS, Floor, Pin, floor_from, floor_value, pin_from,
                                              pin_value)
@@ -89,6 +91,7 @@ class LoopTile:
     outer: str | None = None          # tile: the split's outer loop, None for a whole (unsplit) tile
     carries: tuple[str, ...] = ()     # serial: buffers whose dependence this loop carries
     window: TileWindow | None = None  # serial, the outer loop of a split tile axis: the tiles it visits
+    prefetch: LoopPrefetch | None = None  # serial row walk: its row loads issued iterations ahead
 
     @property
     def whole(self) -> bool:
@@ -187,6 +190,8 @@ def _loop_value(tile: LoopTile) -> dict:
         value["carries"] = list(tile.carries)
     if tile.window is not None:
         value["window"] = _window_value(tile.window)
+    if tile.prefetch is not None:
+        value["prefetch"] = prefetch_value(tile.prefetch)
     return value
 
 
@@ -303,12 +308,16 @@ def loop_tile(loop: tirx.For) -> LoopTile | None:
     if role not in ROLES:
         raise ContractError(where, f"role must be one of {', '.join(ROLES)}, not {role!r}")
     carries = tuple(_text(b, where, "carries") for b in fields.get("carries", ()))
+    if fields.get("prefetch") is not None and role != SERIAL:
+        raise ContractError(where, f"only a serial loop prefetches, not a {role} loop")
+    raw_prefetch = fields.get("prefetch")
+    prefetch = prefetch_from(raw_prefetch, lambda why: ContractError(where, why)) if raw_prefetch is not None else None
     if role == SERIAL and fields.get("window") is not None:
-        return LoopTile(role, carries=carries, window=_window_from(fields["window"], where))
+        return LoopTile(role, carries=carries, window=_window_from(fields["window"], where), prefetch=prefetch)
     if role != TILE:
         if fields.get("window") is not None:
             raise ContractError(where, f"only a serial loop has a tile window, not a {role} loop")
-        return LoopTile(role, carries=carries)
+        return LoopTile(role, carries=carries, prefetch=prefetch)
     size = _positive_int(fields.get("size"), where, "size")
     if size & (size - 1):
         raise ContractError(where, f"block size {size} is not a power of two")

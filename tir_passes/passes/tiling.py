@@ -12,7 +12,9 @@ loops serially and the numerics check verifies the rewrite:
 
 then bounds each serial walk over a tile axis whose masked elements fold only identities to the
 tiles the current row tile needs (tile_window.py: causal attention stops at the diagonal; the TIR
-loop carries the upper bound, so the numerics check runs it), and writes every decision through
+loop carries the upper bound, so the numerics check runs it) and marks each serial row walk whose rows
+reduce before it goes on to load its next row one iteration early (tiling_prefetch.py: a "prefetch"
+entry in the loop's "tile"), and writes every decision through
 the tiling contract (tile_contract.py), the only form the lowering reads: {"tile": {"role": ..., "axis": ...,
 "block": ..., "size": ..., "extent": ...,
 "outer": ...}} on loops (a serial walk's "window": {"rows", "low", "high"}), {"tile.kernel": {...}} on each
@@ -58,6 +60,7 @@ from tir_passes.contracts.tile_contract import (
 )
 from tir_passes.analyses.tile_window import WalkedAxis, provable_window, read_outside, tir_window_range, window_loops
 from tir_passes.passes.tiling_plan import KernelPlan, plan_kernel
+from tir_passes.passes.tiling_prefetch import prefetch_walks
 from tir_passes.contracts.fusion_record import recomputed_blocks, streaming_blocks
 from tir_passes.contracts.row_partials import walked_blocks
 
@@ -238,6 +241,7 @@ def tile_function(func: tirx.PrimFunc, spec: GpuSpec, deterministic: bool = Fals
     tiled = sch.mod["main"]
     for index, _ in todo:
         notes += _window_walks(tiled, top_level_statements(tiled)[index], index, decision)
+        notes += prefetch_walks(tiled, top_level_statements(tiled)[index], index, decision)
     return write_decision(sch.mod["main"], dataclasses.replace(decision, notes=tuple(notes)))
 
 
