@@ -5,7 +5,8 @@ a meaning-preserving rewrite).
 
 Derived once from the two records that hold the decisions: the lowered TileProgram (kernels, grid
 axes, tile axes, dots with their operand dtypes, loops) and the tiling contract in the tiled TIR
-(tile_contract.py: which serial loops visit a TileWindow of their tiles). Nothing here decides.
+(tile_contract.py: which serial loops visit a TileWindow of their tiles; a walk's prefetch, as lowered).
+Nothing here decides.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class KernelPlan:
     loops: tuple[int, ...]             # the nesting depth of every loop, in program order
     windows: tuple[WindowPlan, ...]    # sorted by band
     restarts: tuple[bool, ...] = ()    # per online shift, in program order: do its sums restart at -inf
+    prefetches: tuple[tuple[int, int], ...] = ()   # per prefetching walk, in program order: (distance, loads)
 
     def describe(self) -> str:
         axes = ", ".join(f"{a.size}{'/split' if a.split else ''} of {a.extent}" for a in self.tile_axes) or "-"
@@ -68,6 +70,7 @@ class KernelPlan:
                          for d in self.dots) or "no dot"
         windows = ", ".join(f"window[{w.low}, {w.high}]" for w in self.windows) or "no window"
         restarts = "".join(f", online sums {'restart' if r else 'without restart'}" for r in self.restarts)
+        restarts += "".join(f", {loads} loads {distance} ahead" for distance, loads in self.prefetches)
         return f"grid {self.grid}, tiles [{axes}], {dots}, loops {list(self.loops)}, {windows}{restarts}"
 
 
@@ -95,7 +98,8 @@ def plan_of(kernel) -> ProgramPlan:
 def _kernel_plan(kernel, stmt) -> KernelPlan:
     tile_axes, windows = _contract_loops(stmt)
     return KernelPlan(len(kernel.grid), tuple(sorted(tile_axes, key=TileAxisPlan.key)), tuple(_dots(kernel.body)),
-                      tuple(_loop_depths(kernel.body, 0)), tuple(windows), _restarts(stmt))
+                      tuple(_loop_depths(kernel.body, 0)), tuple(windows), _restarts(stmt),
+                      tuple(_prefetches(kernel.body)))
 
 
 def _restarts(stmt) -> tuple[bool, ...]:
@@ -143,6 +147,17 @@ def _dots(node) -> list[DotPlan]:
                 visit(getattr(value, item.name))
 
     visit(node)
+    return found
+
+
+def _prefetches(body) -> list[tuple[int, int]]:
+    """(distance, loads issued ahead) of every walk Tiling's prefetch applies to (prefetch_loads.py)."""
+    found: list[tuple[int, int]] = []
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            if stmt.prefetched:
+                found.append((stmt.prefetch_distance, len(stmt.prefetched)))
+            found += _prefetches(stmt.body)
     return found
 
 

@@ -96,3 +96,21 @@ def test_full_size_layernorm_walk_compiles_for_sm90_without_a_spill():
                for b in row_kernel.buffers for axis in range(b.ndim)}
     result = compile_ahead_of_time(kernel.module_file(), row_kernel, config, 90, strides)
     assert result.spilled_bytes == 0 and 0 < result.registers <= 255, result
+
+
+def test_the_prefetch_survives_rewrites_of_the_program():
+    """LayerNorm renamed, or with its spatial loops reversed: each one's backward has the same plan, its walk's two row loads (X, dY) one ahead included (lowering/kernel_plan.py;
+    the rewrites of tests/plan_invariance)."""
+    from plan_invariance.check import plan
+    from plan_invariance.rewrites import rewrites
+
+    func, _, _, _ = _layernorm(48, 24)
+
+    def backward_plan(forward):
+        return plan(differentiate(forward, [p.name for p in forward.params[:3]]))
+
+    expected = backward_plan(func)
+    assert expected.kernels[0].prefetches == ((1, 2),)
+    families = ["rename", "spatial_loops_reversed"]
+    checked = [(family, backward_plan(rewritten)) for family, rewritten in rewrites(func, families)]
+    assert len(checked) == len(families) and all(got == expected for _, got in checked), [family for family, got in checked if got != expected]
