@@ -14,7 +14,7 @@ KERNEL = {"num_stages": 2, "num_warps": 4}
 
 
 def _walk(cols: int = 64, prefetch: dict | None = None, reduce: bool = True, in_place: bool = False,
-          dtype: str = "float32"):
+          dtype: str = "float32", let_row: bool = False):
     """Tiled: programs t of 16 rows, each walked (serial r) one whole row of `cols` at a time: a row
     sum (or, without `reduce`, a scaled copy) then the row centred, into Y or back into X."""
     serial = {"tile": {"role": "serial", **({"prefetch": prefetch} if prefetch else {})}}
@@ -32,7 +32,11 @@ def _walk(cols: int = 64, prefetch: dict | None = None, reduce: bool = True, in_
                             vk = T.axis.reduce(cols, k)
                             with T.init():
                                 s[vi, 0] = T.Cast(dtype, 0)
-                            s[vi, 0] = s[vi, 0] + X[vi, vk]
+                            if let_row:
+                                row = T.bind(vi)
+                                s[vi, 0] = s[vi, 0] + X[row, vk]
+                            else:
+                                s[vi, 0] = s[vi, 0] + X[vi, vk]
                         else:
                             vi = T.axis.spatial(32, t * 16 + r)
                             vk = T.axis.spatial(cols, k)
@@ -72,6 +76,13 @@ def test_a_walk_that_reduces_nothing_is_left_alone():
 def test_a_buffer_the_kernel_writes_is_not_loaded_early():
     """The rows are centred in place: X is written, so no load of it may move before a store."""
     before = _walk(in_place=True)
+    assert_rewrites(decide_prefetch, before, before)
+
+
+def test_an_address_through_a_let_is_not_loaded_early():
+    """The row sum reads X at a let-bound row: the lowering assigns the let inside the walk, after where
+    the early load would go, so only the centring's load of X (the same buffer) could move: none does."""
+    before = _walk(let_row=True)
     assert_rewrites(decide_prefetch, before, before)
 
 

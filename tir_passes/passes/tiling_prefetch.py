@@ -3,7 +3,8 @@
 What it decides: a serial loop that walks rows one whole tile at a time (it steps no tile axis and
 carries no dependence, at least 2 iterations) whose blocks, each directly under it through tile loops,
 load rows of buffers the kernel only reads (indices that use the loop, or a block predicate that does:
-a ragged program's rows; indices and predicate that read no buffer) and reduce a tile across the
+a ragged program's rows; indices and predicate of the kernel's loops and the function's sizes only,
+reading no buffer) and reduce a tile across the
 program before the same iteration goes on (a block whose reduction runs along a tile loop inside the
 walk: a norm backward's mean, var and row sums). Its LoopPrefetch (prefetch_record.py) names those
 buffers; the lowering issues their row loads one iteration ahead, double-buffered in registers, so they
@@ -27,7 +28,7 @@ import tvm_ffi
 from tvm import tirx
 
 from tir_passes.analyses.nest import block_accesses, block_sites, blocks_under, loop_sites, loops_under
-from tir_passes.analyses.nest import substitute_bindings, uses_var, written_buffers
+from tir_passes.analyses.nest import substitute_bindings, uses_var, vars_of, written_buffers
 from tir_passes.contracts.prefetch_record import LoopPrefetch
 from tir_passes.contracts.tile_contract import (SERIAL, TILE, LoopTile, TileDecision, TileNote, kernel_tile, loop_tile,
                                                 write_decision)
@@ -51,7 +52,7 @@ def prefetch_walks(func: tirx.PrimFunc, stmt, index: int, decision: TileDecision
         tile = decision.loops.get(key)
         if not _is_row_walk(loop, tile, decision):
             continue
-        rows = _row_loads(loop, decision, params - written)
+        rows = _row_loads(loop, decision, params - written, _program_vars(func, stmt))
         if not rows or not _reduces_inside(loop, decision):
             continue
         registers = DISTANCE * math.ceil(sum(rows.values()) / 4 / (warps * THREADS_PER_WARP))
@@ -117,26 +118,46 @@ def _reads_memory(expr) -> bool:
     return bool(found)
 
 
-def _row_loads(loop: tirx.For, decision: TileDecision, read_only: set[str]) -> dict[str, int]:
+def _program_vars(func: tirx.PrimFunc, stmt) -> set[int]:
+    """The variables an early load's address may use: the kernel's loops and the function's scalars and
+    shape sizes (not a let inside a block: the lowering assigns those in the walk, after the load)."""
+    found = {loop.loop_var.__chandle__() for loop in loops_under(stmt)}
+    for param in func.params:
+        if tirx.is_buffer_var(param):
+            found |= {v.__chandle__() for v in vars_of(list(param.shape))}
+        else:
+            found.add(param.__chandle__())
+    return found
+
+
+def _only_program_vars(expr, allowed: set[int]) -> bool:
+    return not _reads_memory(expr) and all(v.__chandle__() in allowed for v in vars_of(expr))
+
+
+def _row_loads(loop: tirx.For, decision: TileDecision, read_only: set[str], allowed: set[int]) -> dict[str, int]:
     """{buffer: bytes of its largest row tile} of the loads the walk may issue early: those whose index,
-    or the predicate of whose block (a ragged last program's rows), uses the walk's row."""
+    or the predicate of whose block (a ragged last program's rows), uses the walk's row. A buffer one of
+    whose loads under the walk has an address or predicate of anything else (a let) is refused whole:
+    the lowering moves every row load of a buffer it names."""
     rows: dict[str, int] = {}
+    refused: set[str] = set()
     for realize, tiles in _direct_blocks(loop, decision):
-        if _reads_memory(realize.predicate):
-            continue
+        plain = _only_program_vars(realize.predicate, allowed)
         masked = uses_var(realize.predicate, loop.loop_var)
         for access in block_accesses(realize.block):
             if access.is_store or access.name not in read_only:
                 continue
             indices = [substitute_bindings(index, realize) for index in access.indices]
-            by_row = masked or any(uses_var(i, loop.loop_var) for i in indices)
-            if not by_row or any(_reads_memory(i) for i in indices):
+            if not plain or not all(_only_program_vars(i, allowed) for i in indices):
+                refused.add(access.name)
+                continue
+            if not (masked or any(uses_var(i, loop.loop_var) for i in indices)):
                 continue
             elements = math.prod(tile.size for around, tile in tiles
                                  if any(uses_var(i, around.loop_var) for i in indices))
             size = elements * element_bytes(str(access.buffer.dtype))
             rows[access.name] = max(rows.get(access.name, 0), size)
-    return rows
+    return {name: size for name, size in rows.items() if name not in refused}
 
 
 def _reduces_inside(loop: tirx.For, decision: TileDecision) -> bool:
