@@ -10,7 +10,7 @@ from tir_passes.contracts.tile_contract import ContractError, loop_tile
 from tir_passes.infra.pass_util import top_level_statements
 from tir_passes.passes.tiling_prefetch import decide_prefetch
 
-KERNEL = {"num_stages": 2, "num_warps": 4}
+KERNEL = {"num_stages": 2, "num_warps": 4, "registers": ["s"]}
 
 
 def _walk(cols: int = 64, prefetch: dict | None = None, reduce: bool = True, in_place: bool = False,
@@ -98,3 +98,17 @@ def test_early_tiles_over_the_register_budget_are_refused():
 def test_a_malformed_record_is_refused_naming_the_loop(bad):
     with pytest.raises(ContractError, match="loop r"):
         _record(_walk(prefetch=bad))
+
+
+def test_the_contract_check_refuses_a_prefetch_of_a_buffer_the_kernel_writes():
+    """Y is the walk's output, and X is written in place: loads moved before the walk's stores would read
+    other values, so the check after every pass names the loop and the buffer."""
+    import tvm
+
+    from tir_passes.checks.verify_contract import check_contract
+
+    good = {"buffers": ["X"], "distance": 1, "registers": 1}
+    assert check_contract(tvm.IRModule({"main": _walk(prefetch=good)})) == []
+    for func in (_walk(prefetch={**good, "buffers": ["Y"]}), _walk(prefetch=good, in_place=True)):
+        problems = check_contract(tvm.IRModule({"main": func}))
+        assert any("loop r prefetches" in p and "not a parameter the kernel only reads" in p for p in problems), problems
