@@ -166,3 +166,18 @@ def test_static_rows_without_a_near_divisor_take_a_ragged_last_program():
     assert (plan.rows_per_program, plan.programs) == (16, 3) and "ragged" in plan.reason
     _check(rms_prime_rows, ["A", "scale"], rms_reference, [(37, 20), (20,)], kernels=2)
     compile(backward)   # every check
+
+
+def test_deterministic_row_partials_verify_against_tvm():
+    """deterministic=True on both norms' backward (LayerNorm at 40 static rows, RMSNorm's symbolic rows): the
+    row walk's column partials add their rows serially (no tl.sum, so no layout pin: a pinned 16-wide column
+    tile of a 24-wide row had been walked in chunks its one accumulator did not hold, writing d_gamma from
+    stale columns, 2026-12-02), and every check passes, the kernel against TVM's build included."""
+    import layernorm
+    import rmsnorm
+
+    for func, names in ((layernorm.make_layernorm(40, COLS, "float32"), ["X", "gamma", "beta"]),
+                        (rmsnorm.make_rmsnorm(COLS), ["X", "weight"])):
+        kernel = compile(differentiate(func, names), deterministic=True)   # verify=True
+        assert kernel.check_report.ok, kernel.check_report
+        assert "for j_0 in range(" not in kernel.source.split("@triton.jit")[1]   # no column chunks in the walk

@@ -135,6 +135,15 @@ def reduces_along_contiguous(realize: s_tir.SBlockRealize, loops, tiled) -> bool
     return True
 
 
+def reduces_serially(realize: s_tir.SBlockRealize, loops, tiled) -> bool:
+    """The block's reduction loops are all serial loops, none a tile (a row walk's partial sums,
+    each element adding its rows in the walk's order): no tl.sum splits it over threads, so its
+    other tiles decide no order and need no layout pin (pinned, a column tile narrower than the
+    row would be walked in chunks that the carried accumulator does not hold)."""
+    reductions = [loop for loop in loops if loop_kind(loop, realize) == REDUCE]
+    return bool(reductions) and not any(tiled(loop) for loop in reductions)
+
+
 def _contiguous_loops(realize, loops) -> list[tirx.For]:
     """Loops that drive the last index of some load of the block."""
     lasts = [a.indices[-1] for a in block_accesses(realize.block) if not a.is_store and a.indices]
@@ -188,7 +197,7 @@ def reduction_pins(stmt, tiled_size, scan_blocks: dict[str, tuple[int, str, str]
                 whole = contiguous and fits_whole(loop.extent, limits)
                 requests[key] = PinRequest(key, static_int(loop.extent) if whole else chunk, PIN_REDUCTION,
                                            whole=whole)
-        if not contiguous:
+        if not contiguous and not reduces_serially(realize, loops, lambda loop: tiled_size(loop) is not None):
             contiguous = _contiguous_loops(realize, loops)
             for loop in loops:
                 key = loop.loop_var.__chandle__()

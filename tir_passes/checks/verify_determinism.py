@@ -16,7 +16,7 @@ promise rests on. Called by verify_contract.check_contract.
 from __future__ import annotations
 
 from tir_passes.analyses.determinism import (chunk_elements, fits_whole, narrowest_load, order_sensitive,
-                                             reduces_along_contiguous, whole_tile)
+                                             reduces_along_contiguous, reduces_serially, whole_tile)
 from tir_passes.analyses.dot_nest import drives_output_columns
 from tir_passes.analyses.nest import REDUCE, block_sites, loop_kind, loop_sites, written_buffers
 from tir_passes.contracts.tile_contract import (GRID, TILE, WARPS, KernelTile, LoopTile, dot_mark, kernel_tile,
@@ -147,7 +147,8 @@ def _reduction_pins(realize, loops, tiles, kernel: KernelTile, limits: BackendLi
                     f"{name}'s chunk {tile.block}={tile.size} is under {chunk}: threads would not all hold "
                     "a full vector of it, and the rows per program would change the tree"
                 )
-    if not reduces_along_contiguous(realize, loops, lambda loop: _is_tile(tiles, loop)):
+    is_tile = lambda loop: _is_tile(tiles, loop)  # noqa: E731
+    if not reduces_along_contiguous(realize, loops, is_tile) and not reduces_serially(realize, loops, is_tile):
         problems += [
             _unpinned(
                 tiles[loop.loop_var.__chandle__()],
