@@ -184,11 +184,31 @@ def program_stream_seconds(spec: GpuSpec, per_sm: int, program_bytes: float, in_
 
 
 def shared_bytes_per_step(tiles: GemmTiles, element_bytes: int, nest: DotNest = ONE_GEMM) -> int:
-    """Shared-memory traffic of one K step: each distinct operand tile written once, and each dot
-    reading its A tile once and its B tile once per WGMMA_ROWS rows of the tile (a 256-row tile
-    reads B four times, a 128-row one twice)."""
-    a, b = tiles.m * tiles.k * element_bytes, tiles.n * tiles.k * element_bytes
-    return nest.a_tiles * a + nest.b_tiles * b + nest.dots * (a + b * max(1, tiles.m // WGMMA_ROWS))
+    """Shared-memory traffic of one K step, with the MMA oriented as the lowering writes it (the
+    output's rows are its M: BLOCK_M, or BLOCK_N of a product written tl.dot(b, a), DotNest.mma_b_side):
+    each distinct operand tile written once at the bytes it is loaded at; a tile cast in registers
+    (an fp32 gradient in an fp16 dot) read back, and, as the MMA's B operand, written again at the
+    dot's dtype (its A operand is read from registers); each dot reading its B tile once per
+    WGMMA_ROWS rows of the MMA and a shared A tile once. This is the tie-break between tiles of one
+    price: matmul's backward dB = Aᵀ·dC with an fp32 dC costs 208 KB a step at 256 output rows × 128
+    columns and 256 KB at 128 × 256, whichever order its factors are written in; measured on the H200
+    (2026-12-02 suite runs) 550.4 µs against 639.4 for the backward's two kernels."""
+    mma_a = "b" if nest.mma_b_side == "a" else "a"
+    sides = {"a": (tiles.m, nest.a_tiles, nest.a_load_bytes), "b": (tiles.n, nest.b_tiles, nest.b_load_bytes)}
+    mma_rows = sides[mma_a][0]
+    total = 0
+    for side, (rows, count, load_bytes) in sides.items():
+        tile = rows * tiles.k
+        loaded = load_bytes or element_bytes
+        total += count * tile * loaded
+        cast = loaded != element_bytes
+        if cast:
+            total += count * tile * loaded + (count * tile * element_bytes if side != mma_a else 0)
+        if side != mma_a:
+            total += nest.dots * tile * element_bytes * max(1, mma_rows // WGMMA_ROWS)
+        elif not cast:
+            total += nest.dots * tile * element_bytes
+    return total
 
 
 def gemm_price(spec: GpuSpec, element_bytes: int, out_bytes: int, extents: dict[str, int], tiles: GemmTiles,
