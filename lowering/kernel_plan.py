@@ -5,7 +5,8 @@ a meaning-preserving rewrite).
 
 Derived once from the two records that hold the decisions: the lowered TileProgram (kernels, grid
 axes, tile axes, dots with their operand dtypes, loops) and the tiling contract in the tiled TIR
-(tile_contract.py: which serial loops visit a TileWindow of their tiles; a walk's prefetch, as lowered).
+(tile_contract.py: which serial loops visit a TileWindow of their tiles; a walk's prefetch, as lowered),
+with each tile axis placed by the output indices it drives.
 Nothing here decides.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, fields, is_dataclass
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from tir_passes.analyses.nest import block_accesses, realizes_under, vars_of
 from tir_passes.infra.pass_util import top_level_statements
 from tir_passes.contracts.online_contract import online_shift
 from tir_passes.contracts.tile_contract import SERIAL, TILE, loop_tile
@@ -35,15 +37,18 @@ class DotPlan:
 
 @dataclass(frozen=True)
 class TileAxisPlan:
-    """A tile axis: its default block size, the extent it covers, and whether a loop steps it
-    (split) or one program holds it whole."""
+    """A tile axis: its default block size, the extent it covers, whether a loop steps it (split)
+    or one program holds it whole, and where the kernel stores along it: (parameter position,
+    index position) of every output index it drives (256 rows of dB by 128 columns is not 128 rows
+    by 256 columns, whatever the loops are called or the order they are written in)."""
 
     size: int
     extent: int | None
     split: bool
+    stored: tuple[tuple[int, int], ...] = ()
 
     def key(self) -> tuple:
-        return (self.size, self.extent is None, self.extent or 0, self.split)
+        return (self.size, self.extent is None, self.extent or 0, self.split, self.stored)
 
 
 @dataclass(frozen=True, order=True)
@@ -65,7 +70,8 @@ class KernelPlan:
     prefetches: tuple[tuple[int, int], ...] = ()   # per prefetching walk, in program order: (distance, loads)
 
     def describe(self) -> str:
-        axes = ", ".join(f"{a.size}{'/split' if a.split else ''} of {a.extent}" for a in self.tile_axes) or "-"
+        axes = ", ".join(f"{a.size}{'/split' if a.split else ''} of {a.extent}"
+                         + "".join(f" at output {p}[{i}]" for p, i in a.stored) for a in self.tile_axes) or "-"
         dots = ", ".join(f"dot({d.a}, {d.b}) -> {d.acc}" + (f" {d.precision}" if d.a == "float32" else "")
                          for d in self.dots) or "no dot"
         windows = ", ".join(f"window[{w.low}, {w.high}]" for w in self.windows) or "no window"
@@ -87,7 +93,8 @@ def program_plan(program: TileProgram, tiled: tirx.PrimFunc) -> ProgramPlan:
     statements = top_level_statements(tiled)
     if len(statements) != len(program.kernels):
         raise ValueError(f"{len(program.kernels)} kernels lowered from {len(statements)} top-level statements")
-    return ProgramPlan(tuple(_kernel_plan(kernel, stmt) for kernel, stmt in zip(program.kernels, statements)))
+    params = [p for p in tiled.params if tirx.is_buffer_var(p)]
+    return ProgramPlan(tuple(_kernel_plan(kernel, stmt, params) for kernel, stmt in zip(program.kernels, statements)))
 
 
 def plan_of(kernel) -> ProgramPlan:
@@ -95,8 +102,8 @@ def plan_of(kernel) -> ProgramPlan:
     return program_plan(kernel.program, kernel.tir["main"])
 
 
-def _kernel_plan(kernel, stmt) -> KernelPlan:
-    tile_axes, windows = _contract_loops(stmt)
+def _kernel_plan(kernel, stmt, params) -> KernelPlan:
+    tile_axes, windows = _contract_loops(stmt, _stored_along(stmt, params))
     return KernelPlan(len(kernel.grid), tuple(sorted(tile_axes, key=TileAxisPlan.key)), tuple(_dots(kernel.body)),
                       tuple(_loop_depths(kernel.body, 0)), tuple(windows), _restarts(stmt),
                       tuple(_prefetches(kernel.body)))
@@ -115,7 +122,28 @@ def _restarts(stmt) -> tuple[bool, ...]:
     return tuple(found)
 
 
-def _contract_loops(stmt) -> tuple[list[TileAxisPlan], list[WindowPlan]]:
+Positions = tuple[tuple[int, int], ...]   # (parameter position, index position) pairs
+
+
+def _stored_along(stmt, params) -> dict[str, Positions]:
+    """Loop name -> (parameter position, index position) of every store to a parameter whose index
+    the loop drives, through the storing block's bindings."""
+    positions = {param.__chandle__(): position for position, param in enumerate(params)}
+    found: dict[str, set[tuple[int, int]]] = {}
+    for realize in realizes_under(stmt):
+        bindings = {iv.var.__chandle__(): value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+        for access in block_accesses(realize.block):
+            param = positions.get(access.buffer.__chandle__())
+            if not access.is_store or param is None:
+                continue
+            for index_position, index in enumerate(access.indices):
+                for var in vars_of(index):
+                    for loop_var in vars_of(bindings.get(var.__chandle__(), var)):
+                        found.setdefault(loop_var.name, set()).add((param, index_position))
+    return {name: tuple(sorted(pairs)) for name, pairs in found.items()}
+
+
+def _contract_loops(stmt, stored: dict[str, Positions]) -> tuple[list[TileAxisPlan], list[WindowPlan]]:
     axes: dict[str, TileAxisPlan] = {}
     windows: list[WindowPlan] = []
 
@@ -125,7 +153,8 @@ def _contract_loops(stmt) -> tuple[list[TileAxisPlan], list[WindowPlan]]:
             return
         if tile.role == TILE and tile.axis not in axes:
             extent = tile.extent.value if isinstance(tile.extent, tirx.IntImm) else None
-            axes[tile.axis] = TileAxisPlan(tile.size, extent, tile.outer is not None)
+            split = tile.outer is not None
+            axes[tile.axis] = TileAxisPlan(tile.size, extent, split, stored.get(loop.loop_var.name, ()))
         if tile.role == SERIAL and tile.window is not None:
             windows.append(WindowPlan(tile.window.low, tile.window.high))
 

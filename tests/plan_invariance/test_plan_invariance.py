@@ -152,3 +152,17 @@ def test_update_and_cast_families_keep_the_update_parseable():
         not in found["cast_inside_selection"]
     staged = dict(rewrites(EXAMPLES["linear_fp16"], ["operand_cast_as_stage"]))["operand_cast_as_stage"].script()
     assert 'T.sblock("X_f32")' in staged and 'T.sblock("W_f32")' in staged and "X_f32[vi, vk] * W_f32[vj, vk]" in staged
+
+
+
+def test_the_plan_places_tile_axes_by_the_output_index_they_drive():
+    """128 rows by 64 columns is another plan than 64 rows by 128 columns: each tile axis carries the
+    (parameter, index) positions of the stores it drives, whatever the loops are called or the
+    order they are written in; the reduction axis drives none."""
+    from matmul import make_matmul
+
+    kernel, = plan(make_matmul(67, 45, 33)).kernels
+    stored = sorted(axis.stored for axis in kernel.tile_axes)
+    assert stored == [(), ((2, 0),), ((2, 1),)], kernel.describe()
+    reversed_loops = rewrites(make_matmul(67, 45, 33), ["spatial_loops_reversed"])[0][1]
+    assert plan(reversed_loops) == plan(make_matmul(67, 45, 33))
