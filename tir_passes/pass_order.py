@@ -36,6 +36,7 @@ DEFAULT_ORDER = (
     PassEntry("LoopFusion", "tir_passes.passes.loop_fusion:LoopFusion", True),
     PassEntry("SplitOnlineRows", "tir_passes.passes.split_online_rows:SplitOnlineRows", True, True),
     PassEntry("ShareContractionLoops", "tir_passes.passes.share_contraction_loops:ShareContractionLoops", False),
+    PassEntry("RoundOperandsOnce", "tir_passes.passes.round_operands_once:RoundOperandsOnce", True),
     PassEntry("BufferLayout", "tir_passes.passes.buffer_layout:BufferLayout", False),
     PassEntry("RemoveUnitLoops", "tir_passes.passes.remove_unit_loops:RemoveUnitLoops", False, True),
     PassEntry("NormalizeLoopStarts", "tir_passes.passes.normalize_loop_starts:NormalizeLoopStarts", False),

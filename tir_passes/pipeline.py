@@ -22,8 +22,8 @@ Order, and why:
   LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
                     consumer's shared loops (before the loop clean-ups: it leaves unit loops)
   SplitOnlineRows   fused online rows that leave the GPU idle -> chunks' statistics, combined, readers apart
-  ShareContractionLoops  sibling K loops of independent contractions (SwiGLU's two projections
-                    under the shared loops LoopFusion made) -> one loop, so each is a tl.dot
+  ShareContractionLoops  sibling K loops of independent contractions (SwiGLU's) -> one, each a tl.dot
+  RoundOperandsOnce a wide input contractions round to 16-bit operands -> rounded once (priced)
   BufferLayout      intermediates that still cross kernels get the axis their loops walk
                     contiguously as the unit-stride one (only fusion knows which survive)
   RemoveUnitLoops   no extent-1 loops: each remaining loop becomes a grid, tile or serial axis

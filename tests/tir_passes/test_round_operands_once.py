@@ -1,0 +1,91 @@
+"""RoundOperandsOnce: Before/Expected for a contraction that rounds an fp32 input to fp16 operands
+(priced as worth it), the refusal where the conversions cost less than a pass over the input (a
+decode step's 16 rows), matmul's backward at 4096³ (dC rounded once for dA's and dB's dots: 3
+kernels) and at a small size with the rewrite forced, checked against TVM and compiled for
+sm_90/sm_80."""
+
+import pytest
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+from helpers import compile_and_check
+from matmul import make_matmul
+from tir_passes import differentiate
+from tir_passes.contracts.rounding_record import roundings
+from tir_passes.infra.instrument import without_root_attrs
+from tir_passes.passes import round_operands_once
+from tir_passes.passes.hoist_allocations import HoistAllocations
+from tir_passes.passes.round_operands_once import RoundOperandsOnce
+import tvm
+
+
+@pytest.fixture
+def every_rounding_pays(monkeypatch):
+    monkeypatch.setattr(round_operands_once, "ROUNDING_SECONDS_PER_CONVERSION", 1.0)
+
+
+def _contraction(m: int, n: int, k: int):
+    @I.ir_module
+    class Module:
+        @T.prim_func(s_tir=True)
+        def main(X: T.Buffer((m, k), "float32"), W: T.Buffer((n, k), "float16"), Y: T.Buffer((m, n), "float32")):
+            for i, j, r in T.grid(m, n, k):
+                with T.sblock("Y"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, r])
+                    with T.init():
+                        Y[vi, vj] = T.float32(0)
+                    Y[vi, vj] = Y[vi, vj] + T.Cast("float32", T.Cast("float16", X[vi, vk])) * T.Cast("float32", W[vj, vk])
+    return Module
+
+
+def test_an_fp32_input_rounded_in_a_contraction_is_rounded_once_before_it(every_rounding_pays):
+    @I.ir_module
+    class Expected:
+        @T.prim_func(s_tir=True)
+        def main(X: T.Buffer((8, 16), "float32"), W: T.Buffer((12, 16), "float16"), Y: T.Buffer((8, 12), "float32")):
+            with T.sblock("root"):
+                X_float16 = T.sblock_alloc_buffer((8, 16), "float16")
+                for i0, i1 in T.grid(8, 16):
+                    with T.sblock("X_float16_rounding"):
+                        v0, v1 = T.axis.remap("SS", [i0, i1])
+                        X_float16[v0, v1] = T.Cast("float16", X[v0, v1])
+                for i, j, r in T.grid(8, 12, 16):
+                    with T.sblock("Y"):
+                        vi, vj, vk = T.axis.remap("SSR", [i, j, r])
+                        T.reads(W[vj, vk], X_float16[vi, vk])
+                        T.writes(Y[vi, vj])
+                        with T.init():
+                            Y[vi, vj] = T.float32(0)
+                        Y[vi, vj] = Y[vi, vj] + T.Cast("float32", X_float16[vi, vk]) * T.Cast("float32", W[vj, vk])
+
+    before = _contraction(8, 12, 16)
+
+    after = RoundOperandsOnce()(HoistAllocations()(before))
+    tvm.ir.assert_structural_equal(without_root_attrs(after), without_root_attrs(HoistAllocations()(Expected)))
+    (plan,) = roundings(after["main"])
+    assert plan.taken and (plan.buffer, plan.dtype, plan.rounded, plan.readers) == ("X", "float16", "X_float16", ("Y",))
+    assert plan.conversions == 8 * 16 * 1   # X's elements, read by one program along Y's 12 columns
+
+
+def test_a_decode_steps_activations_are_left_to_the_contraction():
+    after = RoundOperandsOnce()(HoistAllocations()(_contraction(16, 4096, 4096)))
+    (plan,) = roundings(after["main"])
+    assert not plan.taken and plan.rounded == "" and "cost less than a pass over X" in plan.reason
+    assert plan.saved_seconds < plan.cost_seconds
+
+
+def test_matmul_backward_rounds_its_gradient_once_for_both_dots():
+    from triton_codegen import compile
+
+    kernel = compile(differentiate(make_matmul(4096, 4096, 4096), ["A", "B"]), verify=False)
+    (plan,) = roundings(kernel.tir["main"])
+    assert plan.taken and plan.buffer == "d_C" and len(plan.readers) == 2 and plan.saved_seconds > 2 * plan.cost_seconds
+    assert len(kernel.program.kernels) == 3
+    dots = [k for k in kernel.program.kernels if "tl.dot" in kernel.source.split(f"def {k.name}(")[1].split("@triton")[0]]
+    assert len(dots) == 2 and all("d_C_ptr" not in kernel.source.split(f"def {k.name}(")[1].split(")")[0] for k in dots)
+
+
+def test_the_rounded_operand_matches_tvm_and_compiles_for_both_archs(every_rounding_pays):
+    backward = differentiate(make_matmul(67, 48, 40), ["A", "B"])
+    kernel = compile_and_check(backward)
+    assert len(kernel.program.kernels) == 3 and roundings(kernel.tir["main"])[0].taken
