@@ -16,7 +16,7 @@ import elementwise_probe_gpu as probe  # noqa: E402
 import probe_common  # noqa: E402
 
 _RUN_SIDES = ("probe_common", "elementwise_probe_gpu", "gemm_tiles_gpu", "gemm_misses_gpu", "multi_dot_gpu",
-              "scores_split_gpu", "suite", "suite_torch", "triton_codegen.gpu_timing", "triton_codegen.hardware_model")
+              "scores_split_gpu", "matmul_backward_variants_gpu", "suite", "suite_torch", "triton_codegen.gpu_timing", "triton_codegen.hardware_model")
 
 
 def test_the_probes_run_sides_import_without_tvm():
