@@ -27,7 +27,9 @@ from probe_common import RowLog, bench_us, failure, graph_us, load_module
 MATMUL = "matmul_fp16_3000x5000x1000"
 DECODE = "linear_decode_fp16_16x4096x4096"
 SMS = 132
-DEADLINE_S = 200
+DEADLINE_S = 215       # from the start of `run`, warm-up included (the GPU call's limit is 240 s)
+WARM_LIMIT_S = 100
+SECOND_ROUND = 6       # the fastest variants of each case timed again, interleaved with the peers
 
 
 # --- edits of the generated text --------------------------------------------------------------------
@@ -154,7 +156,10 @@ def matmul_variants(smoke: bool) -> list[dict]:
         v(128, 256, 64, 3, sms=1, flatten=True, sub=4), v(128, 256, 32, 4, sms=1, flatten=True, sub=4),
         v(128, 256, 64, 3, sms=1, sub=4), v(256, 128, 64, 3, sms=1, flatten=True, sub=4),
         v(128, 256, 64, 4, group=1), v(128, 256, 64, 4, group=4), v(128, 256, 64, 4, group=16),
-        v(128, 256, 64, 3, sms=1, flatten=True, ws=True),
+        v(128, 256, 64, 4, sms=1, flatten=True, sub=4), v(128, 256, 64, 3, sms=1, flatten=True, sub=2),
+        v(128, 256, 32, 6, sms=1, flatten=True, sub=4), v(256, 128, 64, 4, sms=1, flatten=True, sub=4),
+        v(128, 256, 64, 4, sms=1, flatten=True, sub=4, group=4), v(128, 256, 64, 4, sms=2, flatten=True, sub=4),
+        v(128, 256, 64, 3, sms=1, flatten=True, ws=True, sub=4),
     ]
 
 
@@ -289,6 +294,7 @@ def _measure(log: RowLog, probe: Probe, case: str, variant: str, call, out, expe
     if started is not None and time.time() - started > DEADLINE_S:
         row["failed"] = "not run: past the deadline"
         return log.emit(row)
+    row["_call"] = call
     try:
         if out is not None:
             out.fill_(float("nan"))
@@ -307,22 +313,55 @@ def _measure(log: RowLog, probe: Probe, case: str, variant: str, call, out, expe
 
 
 def run(folder: str, out: str, *flags: str) -> None:
+    started = time.time()
     workers = int(flags[flags.index("--workers") + 1]) if "--workers" in flags else 0
     if workers:
         _warm_all(folder, out, workers)
-    _run(folder, out, smoke=False)
+    _run(folder, out, smoke=False, started=started)
 
 
-def _run(folder: str, out: str, smoke: bool, index: int = 0, workers: int = 0) -> list[dict]:
+class _Log(RowLog):
+    """RowLog keeping each row's timed call aside (`calls`, by the row's position), not in the JSON."""
+
+    def __init__(self, out: str):
+        super().__init__(out)
+        self.calls = {}
+
+    def emit(self, row: dict) -> dict:
+        call = row.pop("_call", None)
+        if call is not None:
+            self.calls[len(self.rows)] = call
+        return super().emit(row)
+
+
+def second_round(log: RowLog, rows: list[dict], started: float) -> None:
+    """The SECOND_ROUND fastest variants of each case and its peers timed once more, interleaved."""
+    picked = []
+    for case in (MATMUL, DECODE):
+        timed = [i for i, r in enumerate(rows) if r["case"] == case and "us" in r and i in log.calls]
+        ours = [i for i in timed if rows[i]["variant"].startswith(("ours", "cuBLAS", "copy"))]
+        picked += ours + sorted([i for i in timed if i not in ours], key=lambda i: rows[i]["us"])[:SECOND_ROUND]
+    for i in picked:
+        if time.time() - started > DEADLINE_S + 15:
+            return
+        again = {k: v for k, v in rows[i].items() if k not in ("us", "graph_us", "elapsed_s", "read-only: W.sum() us")}
+        again["round"] = 2
+        again["us"] = bench_us(log.calls[i])
+        log.emit(again)
+
+
+def _run(folder: str, out: str, smoke: bool, index: int = 0, workers: int = 0, started: float = 0.0) -> list[dict]:
     """Every variant checked and timed (or with `workers`, only the index-th share compiled)."""
+    import tempfile
+
     import torch
     import torch.nn.functional as F
 
     warm = workers > 0
-    scratch = os.path.join(os.path.dirname(os.path.abspath(out)) if out else folder, f"variants{index}")
+    scratch = os.path.join(tempfile.gettempdir(), "gemm_variants", f"variants{index}")
     probe = Probe(folder, scratch, smoke)
-    log = RowLog("" if warm else out)
-    started = time.time()
+    log = _Log("" if warm else out)
+    started = started or time.time()
     device = probe.device
     gen = torch.Generator(device=device).manual_seed(0)
     shapes = _shapes(probe)
@@ -364,6 +403,7 @@ def _run(folder: str, out: str, smoke: bool, index: int = 0, workers: int = 0) -
         target = torch.empty_like(source)
         row = {"case": DECODE, "variant": f"copy of the case's bytes ({2 * moved} moved)"}
         if device == "cuda":
+            row["_call"] = lambda: target.copy_(source)
             row["us"] = bench_us(lambda: target.copy_(source))
             row["graph_us"] = graph_us(lambda: target.copy_(source))
             row["read-only: W.sum() us"] = bench_us(lambda: w.sum(dtype=torch.float32))
@@ -373,6 +413,8 @@ def _run(folder: str, out: str, smoke: bool, index: int = 0, workers: int = 0) -
             _measure(log, probe, DECODE, variant["variant"], probe.decode_call(variant, x, w, y), y, expected,
                      config=dict(variant["config"], SPLIT=variant["split"]), graph=variant["kind"] != "pointers",
                      started=started, timing=not warm)
+    if not warm and device == "cuda":
+        second_round(log, list(log.rows), started)
     return log.rows
 
 
@@ -389,7 +431,7 @@ def warm(folder: str, out: str, index: str, workers: str) -> None:
     _run(folder, out, smoke=False, index=int(index), workers=int(workers))
 
 
-def _warm_all(folder: str, out: str, workers: int, limit_s: float = 90) -> None:
+def _warm_all(folder: str, out: str, workers: int, limit_s: float = WARM_LIMIT_S) -> None:
     started = time.time()
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "warm", folder, out, str(i), str(workers)],
                               stdout=subprocess.DEVNULL) for i in range(workers)]
