@@ -203,12 +203,26 @@ def gemm_price(spec: GpuSpec, element_bytes: int, out_bytes: int, extents: dict[
     operand_bytes = nest.staged_elements(m, n, k) * element_bytes * batch
     stored = nest.outputs * m * n * out_bytes * batch
     program_bytes = nest.staged_elements(tiles.m, tiles.n, tiles.k) * steps * element_bytes
-    memory = max((operand_bytes + stored) / stream_bandwidth(spec, programs, in_flight),
-                 program_stream_seconds(spec, per_sm, program_bytes, in_flight))
+    streamed = program_stream_seconds(spec, per_sm, program_bytes, in_flight,
+                                      latency=stream_latency(extents, tiles, nest)) + per_sm * TILE_SECONDS
+    memory = max((operand_bytes + stored) / stream_bandwidth(spec, programs, in_flight), streamed)
     compute = compute_seconds(spec, nest.dots * 2.0 * tiles.m * tiles.n * tiles.k * steps, per_sm, stored)
     shared = float(programs * steps * shared_bytes_per_step(tiles, element_bytes, nest))
     bound = "memory" if memory > compute else "compute"
     return GemmPrice(LAUNCH_SECONDS + max(memory, compute), programs, bound, shared)
+
+
+def stream_latency(extents: dict[str, int], tiles: GemmTiles, nest: DotNest = ONE_GEMM) -> float:
+    """What a program's operand loads wait, as the hardware model prices it (hardware_model._stream_latency):
+    L2's latency for tiles other programs read too, STREAM_LATENCY_SECONDS for the share of the loaded
+    bytes that come from DRAM once. An operand's tile is read by every program along the other output
+    axis, so it is read once where that axis is one tile (a decode step's weights: the 16 rows of X
+    are one M tile, each N×K tile of W is read by one program)."""
+    m_tiles, n_tiles = cdiv(extents["M"], tiles.m), cdiv(extents["N"], tiles.n)
+    a, b = nest.a_tiles * tiles.m, nest.b_tiles * tiles.n
+    once = (a if n_tiles == 1 else 0) + (b if m_tiles == 1 else 0)
+    share = once / (a + b) if a + b else 0.0
+    return MEMORY_LATENCY_SECONDS * (1 - share) + STREAM_LATENCY_SECONDS * share
 
 
 def staged_output_bytes(m: int, n: int, out_bytes: int, divides: bool) -> int:

@@ -32,8 +32,14 @@ from tir_passes.contracts.backend_limits import BackendLimits
 
 TRANSPOSE_TILE = 64
 PIPELINE_STAGES = 3
-FILL_BLOCK_K = 128   # K steps of a contraction narrowed to fill the GPU (H200 decode probes: 128-deep steps)
+FILL_BLOCK_K = 128   # the shallowest K step of a contraction narrowed to fill the GPU (H200 decode probes)
 FILL_STAGES = 4      # and its stages: the loads of a memory-bound loop in flight (the same probes)
+# the deeper steps and other stage counts offered beside them, for the GEMM price to choose the bytes in
+# flight: on the H200 (2026-12-02, benchmarks/gemm_variants_gpu.py) the decode step 16×4096·4096ᵀ ran
+# 20.3 µs at 16×32×128 and 4 stages (37 KB in flight a program), 17.2 at 16×32×256, 16.5 at 16×32×512
+# and 3 stages (98 KB), 16.7 at 16×32×256 and 6 stages; cuBLAS 19.2, a copy of its bytes 12.9
+FILL_DEPTHS = (1, 2, 4)          # K steps of FILL_BLOCK_K times these
+FILL_STAGE_CHOICES = (3, 4, 6)
 # stages of the wide sm_90 tiles where they fit: on the H200 (2026-12-02, gemm_tiles_gpu.py) 128×256×64
 # ran 4096³ in 199.0 µs at 4 stages against 205.2 at 3, 8192×11008×4096 in 1087.9 against 1101.7
 # (256×128×64 at 4: 1049.5), and 3000×5000×1000 with pointer stores 79.0 against 77.9 (2026-12-01); again
@@ -187,11 +193,41 @@ def candidates_filling(spec: GpuSpec, elt: int, extents: dict[str, int], base: G
         stages, step = FILL_STAGES, k
         while not _fits(spec, elt, {"M": m, "N": n, "K": step}, stages, nest) and step > base.k:
             step //= 2
-        found.append(GemmTiles(m, n, step, stages, contraction_warps({"M": m, "N": n}, nest, 4)))
+        warps = contraction_warps({"M": m, "N": n}, nest, 4)
+        found.append(GemmTiles(m, n, step, stages, warps))
+        if 2 * programs(m, n) >= spec.multiprocessors:
+            found += _deeper_fills(spec, elt, extents, GemmTiles(m, n, step, stages, warps), nest, block_k is not None)
     if found or k == base.k:
         return found
-    return [GemmTiles(base.m, base.n, k, FILL_STAGES, base.warps)] if \
-        _fits(spec, elt, {"M": base.m, "N": base.n, "K": k}, FILL_STAGES, nest) else []
+    if not _fits(spec, elt, {"M": base.m, "N": base.n, "K": k}, FILL_STAGES, nest):
+        return []
+    deeper = GemmTiles(base.m, base.n, k, FILL_STAGES, base.warps)
+    if 2 * programs(base.m, base.n) >= spec.multiprocessors:
+        return [deeper] + _deeper_fills(spec, elt, extents, deeper, nest, block_k is not None)
+    return [deeper]
+
+
+def _deeper_fills(spec: GpuSpec, elt: int, extents: dict[str, int], tiles: GemmTiles, nest: DotNest,
+                  pinned_k: bool) -> list[GemmTiles]:
+    """A filling tile at the other K steps (FILL_DEPTHS; not where a deterministic kernel pins K)
+    and stages (FILL_STAGE_CHOICES) that fit shared memory and keep MIN_SPLIT_STEPS steps: the
+    bytes in flight a memory-bound walk needs are the GEMM price's to choose. Offered only where the
+    tiles fill at least half a wave (the caller): there the GPU-wide bytes in flight bound the walk;
+    a few programs walking long reductions are split-K's (SplitReduction, measured 5.7× faster on
+    16×128×32768), which these deeper steps would otherwise price out unmeasured."""
+    depths = (tiles.k,) if pinned_k else tuple(tiles.k * d for d in FILL_DEPTHS)
+    found = []
+    for step, stages in ((s, n) for s in depths for n in FILL_STAGE_CHOICES):
+        if (step, stages) == (tiles.k, tiles.stages) or step > next_power_of_two(extents["K"]) or \
+                cdiv_steps(extents["K"], step) < min(stages, MIN_SPLIT_STEPS):
+            continue
+        if _fits(spec, elt, {"M": tiles.m, "N": tiles.n, "K": step}, stages, nest):
+            found.append(GemmTiles(tiles.m, tiles.n, step, stages, tiles.warps))
+    return found
+
+
+def cdiv_steps(extent: int, step: int) -> int:
+    return -(-extent // step)
 
 
 def tile_notes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest, tiles: GemmTiles,
