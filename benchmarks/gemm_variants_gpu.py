@@ -11,7 +11,10 @@ partials in a fixed order, the two-kernel split), beside cuBLAS and a copy of th
 
 Rows {"case", "variant", "config", "us", "error"} (do_bench median, L2 flushed; "graph_us": a CUDA
 graph's replay, the GPU time without Python's launches, where asked). Errors are ‖out − ref‖/‖ref‖
-against float64. A variant that does not compile or fit is a row with "failed".
+against float64. A variant that does not compile or fit is a row with "failed". Each case's six
+fastest variants, ours and the peers are timed again at the end ("round": 2). The run of 2026-12-02
+(benchmarks/results/2026-12-02-h200-gemm-variants.json; docs/benchmarks.md) has the first round
+only: its second stopped at its first row (a timed call bound the later case's module, fixed since).
 """
 
 import itertools
@@ -376,12 +379,12 @@ def _run(folder: str, out: str, smoke: bool, index: int = 0, workers: int = 0, s
     expected = a.double() @ b.double()
     if not warm:
         module = probe.modules[MATMUL]
-        _measure(log, probe, MATMUL, "ours: run() as generated", lambda: module.run(a, b, c), c, expected,
-                 config=module.CONFIGS["matmul_kernel0"][0], graph=True)
-        _measure(log, probe, MATMUL, "cuBLAS torch.matmul (fp16 out)", lambda: torch.matmul(a, b), None, expected)
+        _measure(log, probe, MATMUL, "ours: run() as generated",
+                 lambda module=module, a=a, b=b, c=c: module.run(a, b, c), c, expected, config=module.CONFIGS["matmul_kernel0"][0], graph=True)
+        _measure(log, probe, MATMUL, "cuBLAS torch.matmul (fp16 out)", lambda a=a, b=b: torch.matmul(a, b), None, expected)
         if device == "cuda":   # the peer that writes what ours writes (fp32); CPU torch has no such mm
             _measure(log, probe, MATMUL, "cuBLAS torch.mm out_dtype=fp32",
-                     lambda: torch.mm(a, b, out_dtype=torch.float32), None, expected)
+                     lambda a=a, b=b: torch.mm(a, b, out_dtype=torch.float32), None, expected)
     for variant in matmul_variants(smoke):
         if mine(next(count)):
             _measure(log, probe, MATMUL, variant["variant"], probe.matmul_call(variant, a, b, c), c, expected,
@@ -395,7 +398,7 @@ def _run(folder: str, out: str, smoke: bool, index: int = 0, workers: int = 0, s
     expected = x.double() @ w.double().T
     if not warm:
         module = probe.modules[DECODE]
-        _measure(log, probe, DECODE, "ours: run() as generated", lambda: module.run(x, w, y), y, expected,
+        _measure(log, probe, DECODE, "ours: run() as generated", lambda module=module: module.run(x, w, y), y, expected,
                  config=module.CONFIGS["linear_kernel0"][0], graph=True)
         _measure(log, probe, DECODE, "cuBLAS F.linear", lambda: F.linear(x, w), None, expected, graph=True)
         moved = (x.numel() + w.numel() + y.numel()) * 2 // 2

@@ -11,7 +11,8 @@ A = 1, B = 2) and storing O M×N tiles; one GEMM is D = A = B = O = 1.
     in flight = (stages − 1) × (A × BLOCK_M + B × BLOCK_N) × BLOCK_K × element bytes, per program
     compute   = per SM × (D × tile flops / (tensor peak / SMs) + TILE_SECONDS) + O × stored bytes / copy bandwidth
     memory    = max((operands + outputs) / min(copy bandwidth, resident programs × in flight / latency),
-                    per SM × a program's operand bytes / min(in flight / latency, L2 bandwidth / SMs))
+                    per SM × (a program's operand bytes / min(in flight / its latency, L2 bandwidth / SMs)
+                              + TILE_SECONDS))
     seconds   = LAUNCH_SECONDS + max(memory, compute)
 
 A candidate whose D fp32 accumulators exceed ACCUMULATOR_ELEMENTS_PER_THREAD at its warps is not
@@ -25,7 +26,11 @@ and no other free term; it then predicts 203 µs for 4096³ at 128×128 (measure
 128×256 (torch.compile's Triton template, measured 180.5). The memory term is Little's law twice:
 over the GPU (the decode step 16×4096·4096ᵀ in 32 programs of 16×128×64 keeps 1.2 MB in flight, half
 of what the copy bandwidth needs; predicted 22 µs, measured 39.8) and per program (a long reduction
-on few programs).
+on few programs). A program's loads wait L2's latency for tiles other programs read too and
+STREAM_LATENCY_SECONDS for the share it alone reads from DRAM (stream_latency, as the hardware
+model's streaming term), and each tile's fill and drain is paid whatever bounds its steady state:
+so priced, the decode step's 23 tiles measured on the H200 (2026-12-02, 32 to 128 programs, 128- to
+512-deep K steps, 3 to 6 stages: 16.5 to 28.1 µs, benchmarks/gemm_variants_gpu.py) are within 15%.
 
 Imports nothing that needs TVM (the hardware model runs where the tuner does).
 """
