@@ -11,7 +11,8 @@ A = 1, B = 2) and storing O M×N tiles; one GEMM is D = A = B = O = 1.
     in flight = (stages − 1) × (A × BLOCK_M + B × BLOCK_N) × BLOCK_K × element bytes, per program
     compute   = per SM × (D × tile flops / (tensor peak / SMs) + TILE_SECONDS) + O × stored bytes / copy bandwidth
     memory    = max((operands + outputs) / min(copy bandwidth, resident programs × in flight / latency),
-                    per SM × a program's operand bytes / min(in flight / latency, L2 bandwidth / SMs))
+                    per SM × (a program's operand bytes / min(in flight / its latency, L2 bandwidth / SMs)
+                              + TILE_SECONDS))
     seconds   = LAUNCH_SECONDS + max(memory, compute)
 
 A candidate whose D fp32 accumulators exceed ACCUMULATOR_ELEMENTS_PER_THREAD at its warps is not
@@ -25,7 +26,11 @@ and no other free term; it then predicts 203 µs for 4096³ at 128×128 (measure
 128×256 (torch.compile's Triton template, measured 180.5). The memory term is Little's law twice:
 over the GPU (the decode step 16×4096·4096ᵀ in 32 programs of 16×128×64 keeps 1.2 MB in flight, half
 of what the copy bandwidth needs; predicted 22 µs, measured 39.8) and per program (a long reduction
-on few programs).
+on few programs). A program's loads wait L2's latency for tiles other programs read too and
+STREAM_LATENCY_SECONDS for the share it alone reads from DRAM (stream_latency, as the hardware
+model's streaming term), and each tile's fill and drain is paid whatever bounds its steady state:
+so priced, the decode step's 23 tiles measured on the H200 (2026-12-02, 32 to 128 programs, 128- to
+512-deep K steps, 3 to 6 stages: 16.5 to 28.1 µs, benchmarks/gemm_variants_gpu.py) are within 15%.
 
 Imports nothing that needs TVM (the hardware model runs where the tuner does).
 """
@@ -223,12 +228,26 @@ def gemm_price(spec: GpuSpec, element_bytes: int, out_bytes: int, extents: dict[
     operand_bytes = nest.staged_elements(m, n, k) * element_bytes * batch
     stored = nest.outputs * m * n * out_bytes * batch
     program_bytes = nest.staged_elements(tiles.m, tiles.n, tiles.k) * steps * element_bytes
-    memory = max((operand_bytes + stored) / stream_bandwidth(spec, programs, in_flight),
-                 program_stream_seconds(spec, per_sm, program_bytes, in_flight))
+    streamed = program_stream_seconds(spec, per_sm, program_bytes, in_flight,
+                                      latency=stream_latency(extents, tiles, nest)) + per_sm * TILE_SECONDS
+    memory = max((operand_bytes + stored) / stream_bandwidth(spec, programs, in_flight), streamed)
     compute = compute_seconds(spec, nest.dots * 2.0 * tiles.m * tiles.n * tiles.k * steps, per_sm, stored)
     shared = float(programs * steps * shared_bytes_per_step(tiles, element_bytes, nest))
     bound = "memory" if memory > compute else "compute"
     return GemmPrice(LAUNCH_SECONDS + max(memory, compute), programs, bound, shared)
+
+
+def stream_latency(extents: dict[str, int], tiles: GemmTiles, nest: DotNest = ONE_GEMM) -> float:
+    """What a program's operand loads wait, as the hardware model prices it (hardware_model._stream_latency):
+    L2's latency for tiles other programs read too, STREAM_LATENCY_SECONDS for the share of the loaded
+    bytes that come from DRAM once. An operand's tile is read by every program along the other output
+    axis, so it is read once where that axis is one tile (a decode step's weights: the 16 rows of X
+    are one M tile, each N×K tile of W is read by one program)."""
+    m_tiles, n_tiles = cdiv(extents["M"], tiles.m), cdiv(extents["N"], tiles.n)
+    a, b = nest.a_tiles * tiles.m, nest.b_tiles * tiles.n
+    once = (a if n_tiles == 1 else 0) + (b if m_tiles == 1 else 0)
+    share = once / (a + b) if a + b else 0.0
+    return MEMORY_LATENCY_SECONDS * (1 - share) + STREAM_LATENCY_SECONDS * share
 
 
 def staged_output_bytes(m: int, n: int, out_bytes: int, divides: bool) -> int:

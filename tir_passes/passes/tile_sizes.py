@@ -3,8 +3,9 @@
 - contractions (tl.dot): BLOCK_M/N/K of 128/128/64 for 16-bit data and 64/64/32 for fp32, each at
   least tl.dot's minimum and at most the extent's next power of two, BLOCK_K halved until the
   pipelined operand tiles fit the GPU's shared memory (the base); with static extents, narrower
-  tiles that fill the GPU or wider ones on sm_90 where the GEMM price (contracts/gemm_price.py)
-  says they save CONFIDENCE of its time; split-K's price (SplitReduction) at the end; a
+  tiles that fill the GPU (at deeper K steps and more stages where they fill half a wave: the bytes
+  a memory-bound walk keeps in flight) or wider ones on sm_90 where the GEMM price
+  (contracts/gemm_price.py) says they save CONFIDENCE of its time; split-K's price (SplitReduction) at the end; a
   deterministic kernel whose only sums are tl.dots the same choice with BLOCK_K pinned and BLOCK_M
   and the warps at least what keeps the MMA instruction (deterministic_tiles);
 - transposed nests: square tiles over the two loops the loads and the stores are contiguous along;
@@ -28,12 +29,12 @@ from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.analyses.nest import next_power_of_two, power_of_two_floor
 from tir_passes.analyses.row_registers import held_row_values, row_warps
 from tir_passes.infra.dtypes import element_bytes
+from tir_passes.passes.filling_tiles import (FILL_BLOCK_K, FILL_DEPTHS, FILL_STAGE_CHOICES, FILL_STAGES,  # noqa: F401
+                                             MMA_BARRIER_BYTES, candidates_filling, contraction_warps, fits)
 from tir_passes.contracts.backend_limits import BackendLimits
 
 TRANSPOSE_TILE = 64
 PIPELINE_STAGES = 3
-FILL_BLOCK_K = 128   # K steps of a contraction narrowed to fill the GPU (H200 decode probes: 128-deep steps)
-FILL_STAGES = 4      # and its stages: the loads of a memory-bound loop in flight (the same probes)
 # stages of the wide sm_90 tiles where they fit: on the H200 (2026-12-02, gemm_tiles_gpu.py) 128×256×64
 # ran 4096³ in 199.0 µs at 4 stages against 205.2 at 3, 8192×11008×4096 in 1087.9 against 1101.7
 # (256×128×64 at 4: 1049.5), and 3000×5000×1000 with pointer stores 79.0 against 77.9 (2026-12-01); again
@@ -43,7 +44,6 @@ FILL_STAGES = 4      # and its stages: the loads of a memory-bound loop in fligh
 # cast to fp16 in registers, and as dB = Aᵀ·dC's MMA B operand staged again after the cast. The price counts
 # that now (DotNest.staged_bytes): 4 stages where they fit, 3 where they do not (dB; dA's 229,432 fit).
 WIDE_STAGES = 4
-MMA_BARRIER_BYTES = 64   # the pipeline's mbarriers beside the stages (Triton reported 32 to 56 bytes more)
 CONFIDENCE = 0.1     # the share of the base's price another tile must save to replace it
 ROW_ELEMENTS_PER_PROGRAM = 4096
 UNKNOWN_EXTENT = 1024   # the size a symbolic extent is planned for
@@ -70,14 +70,9 @@ def base_sizes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: 
     while not accumulators_fit(nest, sizes["M"], sizes["N"], MAX_DOT_WARPS) and \
             max(sizes["M"], sizes["N"]) > limits.dot_min_block:
         sizes["N" if sizes["N"] >= sizes["M"] else "M"] //= 2
-    while not _fits(spec, elt, sizes, PIPELINE_STAGES, nest) and sizes["K"] > limits.dot_min_block:
+    while not fits(spec, elt, sizes, PIPELINE_STAGES, nest) and sizes["K"] > limits.dot_min_block:
         sizes["K"] //= 2
     return sizes
-
-
-def _fits(spec: GpuSpec, elt: int, sizes: dict[str, int], stages: int, nest: DotNest, extra_bytes: int = 0) -> bool:
-    staged = nest.staged_bytes(sizes["M"], sizes["N"], sizes["K"], stages, elt)
-    return staged + extra_bytes + MMA_BARRIER_BYTES <= spec.shared_memory_per_block
 
 
 def contraction_tiles(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest = ONE_GEMM,
@@ -157,41 +152,11 @@ def candidates_wide(spec: GpuSpec, elt: int, extents: dict[str, int], base: Gemm
         if next_power_of_two(extents["M"]) < m or next_power_of_two(extents["N"]) < n or \
                 not accumulators_fit(nest, m, n, MAX_DOT_WARPS):
             continue
-        stages = next((s for s in (WIDE_STAGES, PIPELINE_STAGES) if _fits(spec, elt, sizes, s, nest, staged_output)),
+        stages = next((s for s in (WIDE_STAGES, PIPELINE_STAGES) if fits(spec, elt, sizes, s, nest, staged_output)),
                       None)
         if stages is not None:
             found.append(GemmTiles(m, n, base.k, stages, 8))
     return found
-
-
-def candidates_filling(spec: GpuSpec, elt: int, extents: dict[str, int], base: GemmTiles,
-                       nest: DotNest = ONE_GEMM, batch: int = 1, block_k: int | None = None) -> list[GemmTiles]:
-    """Where the base tiles are fewer than the SMs (a GEMV-like shape such as a decode step's
-    linear layer): the wider of the M and N tiles halved, one step at a time, down to tl.dot's
-    minimum and while the tiles still fit one wave, each with K steps of FILL_BLOCK_K (or
-    `block_k`, a deterministic kernel's pinned K) and FILL_STAGES stages (a memory-bound loop keeps
-    more bytes in flight)."""
-    def programs(m: int, n: int) -> int:
-        return -(-extents["M"] // m) * -(-extents["N"] // n) * batch
-
-    if programs(base.m, base.n) >= spec.multiprocessors:
-        return []
-    k = block_k or max(base.k, min(FILL_BLOCK_K, next_power_of_two(extents["K"])))
-    m, n, found = base.m, base.n, []
-    while True:
-        axis = "N" if n >= m else "M"
-        m2, n2 = (m, n // 2) if axis == "N" else (m // 2, n)
-        if min(m2, n2) < spec.limits.dot_min_block or programs(m2, n2) > spec.multiprocessors:
-            break
-        m, n = m2, n2
-        stages, step = FILL_STAGES, k
-        while not _fits(spec, elt, {"M": m, "N": n, "K": step}, stages, nest) and step > base.k:
-            step //= 2
-        found.append(GemmTiles(m, n, step, stages, contraction_warps({"M": m, "N": n}, nest, 4)))
-    if found or k == base.k:
-        return found
-    return [GemmTiles(base.m, base.n, k, FILL_STAGES, base.warps)] if \
-        _fits(spec, elt, {"M": base.m, "N": base.n, "K": k}, FILL_STAGES, nest) else []
 
 
 def tile_notes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: DotNest, tiles: GemmTiles,
@@ -211,15 +176,6 @@ def tile_notes(spec: GpuSpec, dtype: str, extents: dict[str, int | None], nest: 
     return [f"contraction tiles {tiles.m}x{tiles.n}x{tiles.k}, {tiles.stages} stages, {tiles.warps} warps "
             f"({why}: {now.programs} programs, {now.seconds * 1e6:.1f} us by the GEMM price) instead of "
             f"{base['M']}x{base['N']}x{base['K']} ({was.programs} programs, {was.seconds * 1e6:.1f} us) on {spec.name}"]
-
-
-def contraction_warps(sizes: dict[str, int], nest: DotNest = ONE_GEMM, small: int = 4) -> int:
-    """8 warps (two warpgroups) once the nest's accumulators reach a 128×128 tile's (two dots of
-    128×64 hold as many as one of 128×128), else `small`; never fewer than its accumulators need."""
-    warps = MAX_DOT_WARPS if nest.accumulator_elements(sizes["M"], sizes["N"]) >= 128 * 128 else small
-    while warps < MAX_DOT_WARPS and not accumulators_fit(nest, sizes["M"], sizes["N"], warps):
-        warps *= 2
-    return warps
 
 
 def transposed_size(extent: int | None) -> int:
