@@ -24,6 +24,11 @@ first) at its default config and at the tiles of Triton's fused-attention backwa
 or the default statistics (kernel 0), then whole `run()`s: as generated, with the edits, with the best
 config found per kernel, and SDPA's backward (default, cuDNN, flash) as the peers. Compiles happen first
 in worker processes (Triton's cache keeps them). Medians of do_bench (L2 flushed), µs.
+
+Measured on the H200 (2026-12-02, benchmarks/results/2026-12-02-h200-attention-backward-variants.json; the
+table is in docs/autodiff.md, "Where the time goes"): kernels alone 144.5 / 255.6 / 275.9 / 166.7 µs as
+generated; dQ 203.6 and dK 245.9 at 3 stages; dV 144.1 with plscale; dK and dV merged 263.2; SDPA's default
+backward 355.5. The 3 stages and the nocast and plscale forms are the product's decisions since.
 """
 
 import builtins
@@ -324,6 +329,8 @@ def _peers(args) -> dict:
 
 
 def _best(rows: list, variant: str, kernel: str):
+    """The fastest timed config of the kernel in the variant (the statistics kernel: base's, no edit reaches it)."""
+    variant = "base" if kernel == KERNELS[0] else variant
     timed = [r for r in rows if r["file"] == variant and r["kernel"] == kernel and r.get("us") and r["descriptors"]]
     return min(timed, key=lambda r: r["us"]) if timed else None
 
