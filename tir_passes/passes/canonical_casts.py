@@ -26,7 +26,8 @@ from tir_passes.analyses.nest import exact_widening, value_dtype
 from tir_passes.infra.pass_util import s_tir_pass
 
 
-def _without_no_op(cast: tirx.Cast):
+def without_no_op(cast: tirx.Cast):
+    """The cast, or its value where it changes none (the rule above)."""
     target, value = str(cast.ty.dtype), cast.value
     if value_dtype(value) == target:
         return value
@@ -36,7 +37,7 @@ def _without_no_op(cast: tirx.Cast):
 
 
 def canonical_casts(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    body = tvm_ffi.structural_map(func.body, (tirx.Cast, _without_no_op))
+    body = tvm_ffi.structural_map(func.body, (tirx.Cast, without_no_op))
     return func if body.same_as(func.body) else func.with_body(body)
 
 

@@ -29,6 +29,10 @@ an intermediate no later nest writes) becomes `Y[r..] = Y[r..] + a`, and later l
 Q·Kᵀ block is not a plain product of two operands, so the contraction is not a tl.dot; the
 scale outside (examples/attention.py) is.
 
+A factor the reduction does vary cannot leave the sum; a second step (scale_onto_computed_operand.py)
+moves it from a loaded operand onto one computed in registers (attention's dV = Σ_i f16(e) · f16(dO / l)
+as Σ_i f16(e / l) · dO), so the loaded operand reaches the tensor cores as loaded.
+
 Assumes: HoistAllocations ran (intermediates are root allocations); the nests are top-level
 perfect nests (TVMScript's T.grid + T.axis.remap), as written before LoopFusion.
 """
@@ -43,6 +47,8 @@ from tvm import s_tir, tirx
 
 from tir_passes.analyses.nest import is_reduction_block, is_self_load, is_zero, perfect_nest, uses_var
 from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, top_level_statements, with_root_block
+from tir_passes.passes.canonical_casts import without_no_op
+from tir_passes.passes.scale_onto_computed_operand import scale_onto_computed_operand
 
 REDUCE = tirx.IterVar.CommReduce
 
@@ -263,8 +269,20 @@ def _divided_sum(stmt, intermediates):
     if any(v.__chandle__() not in positions for i in division.b.indices for v in _vars(i)):
         return None
     term = tvm_ffi.structural_map(store.value.b, (tirx.Div, lambda d: d.a if d.same_as(division) else d))
+    term = _without_unit_factors(term)
     undivided = tirx.BufferStore(store.buffer, tirx.Add(store.value.a, term), store.indices, span=store.span)
     return store, division.b, positions, undivided
+
+
+def _is_one(expr) -> bool:
+    return isinstance(expr, tirx.FloatImm) and expr.value == 1.0
+
+
+def _without_unit_factors(term):
+    """`x * 1.0` (a reciprocal's numerator, its divisor gone) as x, and the casts that then change no value
+    (canonical_casts: `T.Cast("float16", T.Cast("float32", x))` of a float16 x) dropped: both exact."""
+    term = tvm_ffi.structural_map(term, (tirx.Mul, lambda m: m.a if _is_one(m.b) else m.b if _is_one(m.a) else m))
+    return tvm_ffi.structural_map(term, (tirx.Cast, without_no_op))
 
 
 def _undivided_sums(statements: list, intermediates) -> list | None:
@@ -356,5 +374,9 @@ def factor_out_of_sums(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return with_root_block(func, replace_block(root, body=body))
 
 
+def _factored(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    return scale_onto_computed_operand(factor_out_of_sums(func))
+
+
 def FactorOutOfSums():
-    return s_tir_pass("FactorOutOfSums", factor_out_of_sums)
+    return s_tir_pass("FactorOutOfSums", _factored)

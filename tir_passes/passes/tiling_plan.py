@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from tvm import s_tir, tirx
 
 from tir_passes.analyses.columns import column_loop, reduces_down_columns
-from tir_passes.passes import tile_sizes
+from tir_passes.passes import tile_sizes, walk_stages
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.determinism import only_dots_order_sensitive, order_sensitive
 from tir_passes.analyses.dot_nest import dot_nest, operand_staging
@@ -406,9 +406,9 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     streamed = [r for loops, r in shape.subs if contraction_operands(r.block) is not None
                 and loop_kind(loop, r) == SPATIAL and any(l.same_as(loop) for l in loops)]
     if not online_kind and len(streamed) > 1:
-        # two tiles computed per step (dQ's S and dP) beside a 128-column accumulator: at 4 warps the model
-        # (tir-triton model) spills 400 bytes per thread at 128 x 64
+        # two tiles per step (dQ's S and dP): at 4 warps the model spills 400 bytes per thread; walk_stages.py
         plan.num_warps = max(plan.num_warps, 8)
+        plan.num_stages = walk_stages.streamed_walk_stages(spec, dtype, rows, columns, depth, len(streamed))
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)

@@ -1,0 +1,38 @@
+"""The pipeline stages of a streamed walk that computes two tiles per step (Tiling's `_plan_online`).
+
+A streamed walk (LoopFusion's step "stream": attention backward's dQ kernel, rows i walking the keys j,
+and its dK kernel, rows j walking the queries i) recomputes two products per step (S = Q·Kᵀ and
+dP = dO·Vᵀ, each against a tile the program keeps: Q and dO, or K and V) and feeds a third dot (dQ += dS·K,
+dK += dSᵀ·Q) from a tile of the walk. Each step thus loads `products + 1` tiles of the walk (the reader's
+operand may be one of the products' tiles again, loaded under another axis name) beside `products` resident
+tiles; the loads of the next steps are in flight while this step's three dots run only with a third stage.
+
+Measured on the H200 (2026-12-02, benchmarks/attention_backward_variants_gpu.py at b2 h16 s2048 d128 fp16,
+JSON benchmarks/results/2026-12-02-h200-attention-backward-variants.json; each kernel alone, descriptors):
+dQ 255.6 µs at 128 × 64, 8 warps, 2 stages and 203.6 at 3 stages; dK 275.9 and 245.9. At 4 warps the
+same tiles ran 513.6 and 506.9 µs (the two fp32 tiles and the 128-column accumulator spill). The dV
+kernel (one product per step, 4 warps) keeps 2 stages: 166.7 µs, against 212.9 at 8 warps and 3 stages.
+
+Only on sm_90 (the GPU measured) and where the resident tiles and three stages of the walk's tiles fit
+the program's shared memory (rows and walk tiles × the head dimension, which must be known); else 2.
+"""
+
+from __future__ import annotations
+
+from tir_passes.contracts.gpu_specs import GpuSpec
+from tir_passes.infra.dtypes import element_bytes
+
+STREAMED_STAGES = 3
+DEFAULT_STAGES = 2
+
+
+def streamed_walk_stages(spec: GpuSpec, dtype: str, rows: int, columns: int, depth: int | None,
+                         products: int) -> int:
+    """Stages of a streamed walk of `columns`-wide tiles computing `products` tiles per step in a program
+    of `rows` rows, the products' other axis `depth` long (None: unknown)."""
+    if spec.compute_capability < 90 or products < 2 or depth is None:
+        return DEFAULT_STAGES
+    resident = products * rows * depth
+    walked = STREAMED_STAGES * (products + 1) * columns * depth
+    fits = (resident + walked) * element_bytes(dtype) <= spec.shared_memory_per_block
+    return STREAMED_STAGES if fits else DEFAULT_STAGES
