@@ -35,6 +35,7 @@ from lowering.rules.accesses import AccessMask, Condition, needs_int64, offset_e
 from lowering.rules.exprs import cast, check_dtype, fold_binary, lower_expr
 from lowering.rewrites.hoist_loads import hoist_invariant_loads
 from lowering.rewrites.prefetch_loads import prefetch_fields, prefetch_row_loads
+from lowering.rewrites.sums_together import sums_together
 from lowering.matmul_precision import HIGHEST
 from lowering.rules.kernel_scope import TILE_ARITHMETIC, KernelScope, build_scope, window_names
 from lowering.rewrites.param_reads import with_reads
@@ -207,12 +208,10 @@ class KernelLowering:
                 for n in self._ordered_buffers()
             ),
             scalars=tuple(ScalarArg(n, self._scalar_dtype(n), python_name(n)) for n in self.used_scalars),
-            dims=tuple(self.scope.dims),
-            grid=tuple(self.scope.grid),
-            group_m=self.record.group_m,
-            num_warps=self.record.num_warps,
-            num_stages=self.record.num_stages,
-            body=prefetch_row_loads(hoist_invariant_loads(tuple(self.emitted[0]), self.fresh), self.fresh),
+            dims=tuple(self.scope.dims), grid=tuple(self.scope.grid),
+            group_m=self.record.group_m, num_warps=self.record.num_warps, num_stages=self.record.num_stages,
+            body=sums_together(prefetch_row_loads(hoist_invariant_loads(tuple(self.emitted[0]), self.fresh),
+                                                  self.fresh), self.fresh),
             int64_buffers=tuple(n for n in self._ordered_buffers() if needs_int64(self.global_buffers[n])),
             pins=tuple(map(astuple, self.record.pins)), floors=tuple(map(astuple, self.record.floors)),
             dot_min_block=getattr(backend_limits(self.func), "dot_min_block", TileKernel.dot_min_block),

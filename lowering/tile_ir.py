@@ -22,7 +22,6 @@ class Const:
 @dataclass(frozen=True)
 class Scalar:
     """A scalar by name: a kernel argument (shape variable, scalar parameter) or a loop index."""
-
     name: str
     dtype: str
     dims: tuple[str, ...] = ()
@@ -31,7 +30,6 @@ class Scalar:
 @dataclass(frozen=True)
 class Arange:
     """`tl.arange(0, BLOCK)` laid along one tile axis."""
-
     dim: str
     block: str
     dtype: str = "int32"
@@ -207,6 +205,18 @@ class SelectCombine:
         return (self.key_dtype,) + self.payload_dtypes + (self.position_dtype,)
 
 
+@dataclass(frozen=True)
+class SumsCombine:
+    """`count` float sums of one axis (`axis`, of the operands' dims) as one tl.reduce of the tuple
+    (lowering/rewrites/sums_together.py): the registers `names` of a CombineAssign whose `dims` are its operands'."""
+    count: int
+    axis: int
+    dtype: str
+    name = property(lambda self: f"_tir_sums{self.count}_{self.axis}")
+    dtypes = property(lambda self: (self.dtype,) * self.count)
+    helpers = property(lambda self: (self.name, f"_tir_add{self.count}", "_NUMPY_REDUCTIONS"))
+
+
 # --- statements ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Assign:
@@ -218,10 +228,9 @@ class Assign:
 
 @dataclass(frozen=True)
 class CombineAssign:
-    """`names = combine(state, update)`: registers that a SelectCombine updates together."""
-
+    """`names = combine(state, update)`: registers a SelectCombine updates together, or SumsCombine's sums."""
     names: tuple[str, ...]
-    combine: SelectCombine
+    combine: SelectCombine | SumsCombine
     state: tuple[Expr, ...]
     update: tuple[Expr, ...]
     dims: tuple[str, ...]
@@ -267,6 +276,7 @@ class Loop:
     prefetch_distance: int = 0
     prefetch_buffers: tuple[str, ...] = ()
     prefetched: tuple[Prefetch, ...] = ()   # the loads issued ahead (prefetch_loads.py), in first-use order
+    sums_together: bool = False   # Tiling's record: independent sums of one iteration as one reduction
 
 
 @dataclass(frozen=True)
@@ -297,7 +307,6 @@ class ScalarArg:
     """A scalar parameter or size of the PrimFunc that a kernel reads: `name` is the TIR name (what
     the launcher looks it up by), `param` the kernel's parameter (python_name of it, as every
     Scalar in the kernel's body names it)."""
-
     name: str
     dtype: str
     param: str

@@ -555,9 +555,9 @@ class KernelPrinter:
 
     def _combine_assign(self, stmt: CombineAssign) -> None:
         args = [self.render(value, stmt.dims) for value in stmt.state + stmt.update]
+        self.helpers.update(getattr(stmt.combine, "helpers", ()))   # a SumsCombine's functions (kernel_helpers.py)
         self.src.line(f"{', '.join(stmt.names)} = {stmt.combine.name}({', '.join(args)})")
-        for name in stmt.names:
-            self.forget(lambda key, name=name: _mentions_reg(key, name))
+        self.forget(lambda key: any(_mentions_reg(key, name) for name in stmt.names))
 
     def _store(self, stmt: Store) -> None:
         descriptor = self._descriptor(stmt.buffer, stmt.tile)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, is_dataclass
 
-from lowering.tile_ir import Binary, Cast, CombineAssign, Dot, Reduce, Scan, Store, TileProgram, Unary
+from lowering.tile_ir import Binary, Cast, CombineAssign, Dot, Reduce, Scan, Store, SumsCombine, TileProgram, Unary
 
 EXACT_UNARY = ("not", "bitnot", "abs", "floor", "ceil", "trunc", "round", "isnan")
 INEXACT_UNARY = {  # op -> what the GPU computes instead of numpy's correctly rounded function
@@ -114,8 +114,9 @@ def _reason(node, dtypes: dict[str, str], deterministic: bool) -> str:
         return _cast(node.x.dtype, node.dtype)
     if isinstance(node, Store):
         return _cast(node.value.dtype, dtypes.get(node.buffer, node.value.dtype))
-    if isinstance(node, CombineAssign):
-        return ""   # a selection under a total order: the same winner in any order
+    if isinstance(node, CombineAssign):   # a selection under a total order: the same winner in any order
+        together = isinstance(node.combine, SumsCombine)   # else float sums (sums_together.py)
+        return _fold(Reduce("sum", node.update[0], (), node.combine.dtype, ())) if together else ""
     return ""
 
 

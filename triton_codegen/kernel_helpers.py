@@ -5,6 +5,8 @@ module writes each once (helpers before the kernels, constants after them)."""
 
 from __future__ import annotations
 
+from lowering.rewrites.sums_together import MAX_SUM_AXES, MAX_SUMS   # the sums reduced together
+
 # reductions through tl.reduce and a combine function of HELPERS (products), and the HELPERS of float
 # max/min reductions that propagate NaN (with the combine each calls)
 COMBINED_REDUCTIONS = {"prod": "_tir_multiply"}
@@ -45,3 +47,23 @@ HELPERS = {
         "    if _UPCAST_DOT_OPERANDS:\n        return x.to(tl.float32)\n    return x\n"
     ),
 }
+
+
+def _sums(count: int, axis: int) -> str:
+    """`count` sums along `axis` as one reduction of the tuple (SumsCombine: one shared-memory round trip for
+    all, each sum in tl.sum's order, so the same bits); in the interpreter, whose custom-combine reduce is a
+    Python call per element, numpy's sums."""
+    args = ", ".join(f"x{i}" for i in range(count))
+    sums = ", ".join(f"tl.sum(x{i}, axis={axis})" for i in range(count))
+    return (f"@triton.jit\ndef _tir_sums{count}_{axis}({args}):\n    if _NUMPY_REDUCTIONS:\n        return {sums}\n"
+            f"    return tl.reduce(({args}), {axis}, _tir_add{count})\n")
+
+
+def _add(count: int) -> str:
+    a, b = [f"a{i}" for i in range(count)], [f"b{i}" for i in range(count)]
+    sums = ", ".join(f"{x} + {y}" for x, y in zip(a, b))
+    return f"@triton.jit\ndef _tir_add{count}({', '.join(a + b)}):\n    return {sums}\n"
+
+
+HELPERS.update({f"_tir_sums{n}_{axis}": _sums(n, axis) for n in range(2, MAX_SUMS + 1) for axis in range(MAX_SUM_AXES)})
+HELPERS.update({f"_tir_add{n}": _add(n) for n in range(2, MAX_SUMS + 1)})

@@ -31,7 +31,8 @@ from lowering.tile_ir import Binary, Const, Expr, Load, Loop, Prefetch, Reg, Sca
 
 def prefetch_fields(prefetch: LoopPrefetch | None) -> dict:
     """The Loop fields that carry Tiling's record into the tile IR."""
-    return {} if prefetch is None else {"prefetch_distance": prefetch.distance, "prefetch_buffers": prefetch.buffers}
+    return {} if prefetch is None else {"prefetch_distance": prefetch.distance, "prefetch_buffers": prefetch.buffers,
+                                        "sums_together": prefetch.sums_together}
 
 
 def prefetch_row_loads(body: tuple, fresh: Callable[[str], str]) -> tuple:

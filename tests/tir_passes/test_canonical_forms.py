@@ -342,6 +342,91 @@ def test_scale_inside_a_contraction_scales_its_readers():
     assert_rewrites(FactorOutOfSums(), Before, Expected)
 
 
+def test_row_value_factor_leaves_the_sum_so_it_waits_for_nothing():
+    """`d[i] = Σ_j dy · x · f(v[i]) · w` (a norm backward's d_var: f of the row's variance) becomes
+    `d[i] = Σ_j dy · x · w`, and its readers read `d[i] · f(v[i])`: the sum no longer waits for v."""
+
+    @I.ir_module
+    class Before:
+        @T.prim_func(s_tir=True)
+        def main(X: T.Buffer((4, 8), "float32"), DY: T.Buffer((4, 8), "float32"), W: T.Buffer((8,), "float32"),
+                 O: T.Buffer((4,), "float32")):
+            v = T.sblock_alloc_buffer((4,), "float32")
+            d = T.sblock_alloc_buffer((4,), "float32")
+            for i, k in T.grid(4, 8):
+                with T.sblock("v"):
+                    vi, vk = T.axis.remap("SR", [i, k])
+                    with T.init():
+                        v[vi] = T.float32(0)
+                    v[vi] = v[vi] + X[vi, vk] * X[vi, vk]
+            for i, j in T.grid(4, 8):
+                with T.sblock("d"):
+                    vi, vj = T.axis.remap("SR", [i, j])
+                    with T.init():
+                        d[vi] = T.float32(0)
+                    d[vi] = d[vi] + DY[vi, vj] * (X[vi, vj] * T.rsqrt(v[vi] + T.float32(1))) * W[vj]
+            for i in range(4):
+                with T.sblock("out"):
+                    vi = T.axis.remap("S", [i])
+                    O[vi] = d[vi] + v[vi]
+
+    @I.ir_module
+    class Expected:
+        @T.prim_func(s_tir=True)
+        def main(X: T.Buffer((4, 8), "float32"), DY: T.Buffer((4, 8), "float32"), W: T.Buffer((8,), "float32"),
+                 O: T.Buffer((4,), "float32")):
+            v = T.sblock_alloc_buffer((4,), "float32")
+            d = T.sblock_alloc_buffer((4,), "float32")
+            for i, k in T.grid(4, 8):
+                with T.sblock("v"):
+                    vi, vk = T.axis.remap("SR", [i, k])
+                    with T.init():
+                        v[vi] = T.float32(0)
+                    v[vi] = v[vi] + X[vi, vk] * X[vi, vk]
+            for i, j in T.grid(4, 8):
+                with T.sblock("d"):
+                    vi, vj = T.axis.remap("SR", [i, j])
+                    T.reads(DY[vi, vj], X[vi, vj], W[vj])
+                    T.writes(d[vi])
+                    with T.init():
+                        d[vi] = T.float32(0)
+                    d[vi] = d[vi] + DY[vi, vj] * X[vi, vj] * W[vj]
+            for i in range(4):
+                with T.sblock("out"):
+                    vi = T.axis.remap("S", [i])
+                    T.reads(d[vi], v[vi])
+                    T.writes(O[vi])
+                    O[vi] = d[vi] * T.rsqrt(v[vi] + T.float32(1)) + v[vi]
+
+    assert_rewrites(FactorOutOfSums(), Before, Expected)
+
+
+def test_row_value_factor_stays_where_its_buffer_is_written_after_the_sum():
+    """f(v[i]) cannot move to the sum's readers when a later nest writes v: they would read another v."""
+
+    @I.ir_module
+    class Before:
+        @T.prim_func(s_tir=True)
+        def main(X: T.Buffer((4, 8), "float32"), V: T.Buffer((4,), "float32"), O: T.Buffer((4,), "float32")):
+            d = T.sblock_alloc_buffer((4,), "float32")
+            for i, j in T.grid(4, 8):
+                with T.sblock("d"):
+                    vi, vj = T.axis.remap("SR", [i, j])
+                    with T.init():
+                        d[vi] = T.float32(0)
+                    d[vi] = d[vi] + X[vi, vj] * T.exp(V[vi])
+            for i in range(4):
+                with T.sblock("v"):
+                    vi = T.axis.remap("S", [i])
+                    V[vi] = d[vi]
+            for i in range(4):
+                with T.sblock("out"):
+                    vi = T.axis.remap("S", [i])
+                    O[vi] = d[vi]
+
+    assert_rewrites(FactorOutOfSums(), Before, Before)
+
+
 def test_divisor_that_varies_with_the_reduction_stays():
     """`Σ_j e / L[j]` cannot be divided afterwards: L varies along j."""
 

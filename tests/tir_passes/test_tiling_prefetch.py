@@ -94,7 +94,8 @@ def test_early_tiles_over_the_register_budget_are_refused():
 
 
 @pytest.mark.parametrize("bad", [{"distance": 0, "buffers": ["X"]}, {"distance": 1, "buffers": []},
-                                 {"distance": 1, "buffers": ["Y", "X"]}, {"distance": 1, "buffers": ["X"], "ahead": 2}])
+                                 {"distance": 1, "buffers": ["Y", "X"]}, {"distance": 1, "buffers": ["X"], "ahead": 2},
+                                 {"distance": 1, "buffers": ["X"], "sums_together": 2}])
 def test_a_malformed_record_is_refused_naming_the_loop(bad):
     with pytest.raises(ContractError, match="loop r"):
         _record(_walk(prefetch=bad))

@@ -50,9 +50,14 @@ def test_layernorm_backward_is_one_row_kernel_and_a_sum_of_partials():
         "d_gamma_from_normalize_rows, d_beta_from_normalize_rows")
     # X and d_Y are each loaded once per row in the row kernel (every block reads the same whole-row tile),
     # the next row's issued a row ahead (Tiling's prefetch): one load before the walk, one in it
-    first = kernel.source.split("@triton.jit")[1]
+    first = _row_kernel(kernel)
     assert first.count("tl.load(X_ptr") == 2 and first.count("tl.load(d_Y_ptr") == 2
     assert _prefetched(kernel) == ["X", "d_Y"]
+
+
+def _row_kernel(kernel) -> str:
+    """The row kernel's text (after the helpers the module writes first: the sums reduced together)."""
+    return next(k for k in kernel.source.split("@triton.jit")[1:] if "_kernel0(" in k.split("\n", 2)[1])
 
 
 def _prefetched(kernel) -> list[str]:
@@ -142,7 +147,7 @@ def test_symbolic_rows_are_one_predicated_walk_that_verifies():
     assert plan.partial_blocks == ("d_weight_from_normalize_rows",)
     kernel = compile(backward)   # verify=True: bounds, numerics, contracts, every check
     assert len(kernel.program.kernels) == 2
-    rows_kernel = kernel.source.split("@triton.jit")[1]
+    rows_kernel = _row_kernel(kernel)
     assert rows_kernel.count("tl.load(X_ptr") == 2 and rows_kernel.count("tl.load(d_Y_ptr") == 2   # + the prefetch
     # the ragged rows' early loads are masked by their clamped row: min(r + 1, 63) < rows
     assert _prefetched(kernel) == ["X", "d_Y", "weight"] and "tl.minimum((r + 1), 63)) < rows)" in rows_kernel
@@ -180,4 +185,4 @@ def test_deterministic_row_partials_verify_against_tvm():
                         (rmsnorm.make_rmsnorm(COLS), ["X", "weight"])):
         kernel = compile(differentiate(func, names), deterministic=True)   # verify=True
         assert kernel.check_report.ok, kernel.check_report
-        assert "for j_0 in range(" not in kernel.source.split("@triton.jit")[1]   # no column chunks in the walk
+        assert "for j_0 in range(" not in _row_kernel(kernel)   # no column chunks in the walk

@@ -2,7 +2,8 @@
 serial row walk whose iterations each load rows of buffers the kernel only reads and reduce them across
 the program before using them (a norm's backward: mean, var, then the row sums); the lowering issues
 those loads `distance` iterations ahead, held in registers (lowering/rewrites/prefetch_loads.py), so a
-row's loads are in flight while the rows before it reduce.
+row's loads are in flight while the rows before it reduce; and with `sums_together` it reduces the
+iteration's independent sums as one (lowering/rewrites/sums_together.py).
 
 Stored as `"prefetch": {"distance": d, "buffers": [...]}` in the loop's "tile" annotation. It moves
 loads only: every value and every reduction order is the unprefetched kernel's (deterministic=True
@@ -24,16 +25,20 @@ class LoopPrefetch:
     distance: int                 # iterations ahead the loads are issued (1: the next row's, double-buffered)
     buffers: tuple[str, ...]      # the buffers whose row loads are issued early (sorted)
     registers: int = 0            # registers per thread the early tiles hold (Tiling's estimate, for the dump)
+    # the iteration's independent sums reduced as one (lowering/rewrites/sums_together.py): the walk is latency
+    # bound, its row reductions each a shared-memory round trip
+    sums_together: bool = False
 
 
 def prefetch_value(prefetch: LoopPrefetch) -> dict:
-    return {"distance": prefetch.distance, "buffers": list(prefetch.buffers), "registers": prefetch.registers}
+    value = {"distance": prefetch.distance, "buffers": list(prefetch.buffers), "registers": prefetch.registers}
+    return {**value, "sums_together": True} if prefetch.sums_together else value
 
 
 def prefetch_from(raw, error) -> LoopPrefetch:
     """The record of a "prefetch" entry; `error(why)` builds the exception a malformed one raises."""
-    if not hasattr(raw, "items") or not set(dict(raw.items())) <= {"distance", "buffers", "registers"}:
-        raise error(f'"prefetch" must be a dict of distance, buffers and registers, not {raw!r}')
+    if not hasattr(raw, "items") or not set(dict(raw.items())) <= {"distance", "buffers", "registers", "sums_together"}:
+        raise error(f'"prefetch" must be a dict of distance, buffers, registers and sums_together, not {raw!r}')
     fields = dict(raw.items())
     distance = static_int(fields.get("distance"))
     if distance is None or not 1 <= distance <= MAX_DISTANCE:
@@ -46,4 +51,8 @@ def prefetch_from(raw, error) -> LoopPrefetch:
     registers = static_int(fields.get("registers", 0))
     if registers is None or registers < 0:
         raise error(f"a prefetch's registers are a non-negative integer, not {fields.get('registers')!r}")
-    return LoopPrefetch(distance, buffers, registers)
+    raw_together = fields.get("sums_together", False)
+    together = getattr(raw_together, "value", raw_together)   # an IntImm as the annotation holds it
+    if together not in (0, 1):
+        raise error(f"a prefetch's sums_together is a boolean, not {raw_together!r}")
+    return LoopPrefetch(distance, buffers, registers, bool(together))
