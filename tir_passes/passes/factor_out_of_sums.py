@@ -50,7 +50,9 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from tir_passes.analyses.nest import is_reduction_block, is_self_load, is_zero, perfect_nest, uses_var
+from tir_passes.analyses.nest import is_reduction_block, is_self_load, is_zero, perfect_nest, uses_var, vars_of
+from tir_passes.analyses.expressions import factors_of, is_float, is_one, loads_of, product_of, reads_buffer, \
+    sources_of, used_vars, writes_buffer
 from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, top_level_statements, with_root_block
 from tir_passes.passes.canonical_casts import without_no_op
 from tir_passes.passes.scale_onto_computed_operand import scale_onto_computed_operand
@@ -79,23 +81,12 @@ def _normalized(stmt, index: int, intermediates) -> _Normalized | None:
     if is_reduction_block(block) or block.init is not None or not isinstance(store, tirx.BufferStore):
         return None
     if not any(store.buffer.same_as(b) for b in intermediates) or not isinstance(store.value, tirx.Div) \
-            or not _is_float(store.value):
+            or not is_float(store.value):
         return None
     divisor = store.value.b
     if not isinstance(divisor, tvm.ir.TensorLoad) or not all(isinstance(i, tirx.Var) for i in store.indices):
         return None
     return _Normalized(index, realize, store.buffer, store.value.a, divisor)
-
-
-def _is_float(expr) -> bool:
-    return "float" in str(expr.ty.dtype)
-
-
-def _loads_of(expr, buffer) -> list[tvm.ir.TensorLoad]:
-    found: list = []
-    tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad,
-                                   lambda load: found.append(load) if load.source.same_as(buffer) else None))
-    return found
 
 
 def _linear_in(expr, load) -> bool:
@@ -105,7 +96,7 @@ def _linear_in(expr, load) -> bool:
     if isinstance(expr, tirx.Cast):
         return _linear_in(expr.value, load)
     if isinstance(expr, tirx.Mul):
-        inside = [side for side in (expr.a, expr.b) if _loads_of(side, load.source)]
+        inside = [side for side in (expr.a, expr.b) if loads_of(side, load.source)]
         return len(inside) == 1 and _linear_in(inside[0], load)
     return False
 
@@ -129,9 +120,9 @@ def _sum_reader(stmt, normalized: _Normalized, intermediates):
         return None
     if not is_zero(block.init.value) or not isinstance(store.value, tirx.Add) or not is_self_load(store.value.a, store):
         return None
-    if not any(store.buffer.same_as(b) for b in intermediates) or _loads_of(store.value.b, store.buffer):
+    if not any(store.buffer.same_as(b) for b in intermediates) or loads_of(store.value.b, store.buffer):
         return None
-    loads = _loads_of(store.value.b, normalized.buffer)
+    loads = loads_of(store.value.b, normalized.buffer)
     if len(loads) != 1 or not _linear_in(store.value.b, loads[0]):
         return None
     divisor = _divisor_at(normalized, loads[0])
@@ -142,15 +133,9 @@ def _sum_reader(stmt, normalized: _Normalized, intermediates):
     if not all(isinstance(i, tirx.Var) for i in store.indices):
         return None
     positions = {var.__chandle__(): k for k, var in enumerate(store.indices)}
-    if any(isinstance(v, tirx.Var) and v.__chandle__() not in positions for i in divisor.indices for v in _vars(i)):
+    if any(isinstance(v, tirx.Var) and v.__chandle__() not in positions for i in divisor.indices for v in vars_of(i)):
         return None
     return store, divisor, positions
-
-
-def _vars(expr) -> list:
-    found: list = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
-    return found
 
 
 def _divide_loads(stmt, y_store, divisor, positions, op=tirx.Div):
@@ -165,45 +150,13 @@ def _divide_loads(stmt, y_store, divisor, positions, op=tirx.Div):
     return tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, rewrite))
 
 
-def _writes(stmt, buffer) -> bool:
-    found: list = []
-    tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda s: found.append(s) if s.buffer.same_as(buffer) else None))
-    return bool(found)
-
-
-def _reads(stmt, buffer) -> bool:
-    return bool(_loads_of(stmt, buffer))
-
-
-def _factors(expr) -> list:
-    if isinstance(expr, tirx.Mul):
-        return _factors(expr.a) + _factors(expr.b)
-    return [expr]
-
-
-def _product(factors: list):
-    result = factors[0]
-    for factor in factors[1:]:
-        result = tirx.Mul(result, factor)
-    return result
-
-
 def _invariant(factor, reduce_vars, positions: dict, written) -> bool:
     """`factor` is the same at every step of the sum and can be evaluated at Y's element: it uses no
     reduction variable, only Y's index variables, and reads no buffer in `written`."""
-    used = _used_vars(factor)
+    used = used_vars(factor)
     if any(v.__chandle__() not in positions for v in used) or any(v.same_as(r) for v in used for r in reduce_vars):
         return False
-    return not any(_loads_of(factor, buffer) for buffer in written)
-
-
-def _used_vars(expr) -> list:
-    """The variables `expr` computes with: its loads' indices' and its own (not a buffer's data or shape)."""
-    found: list = []
-    tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, lambda load: found.extend(v for i in load.indices
-                                                                              for v in _used_vars(i))))
-    bare = tvm_ffi.structural_map(expr, (tvm.ir.TensorLoad, lambda load: tirx.const(0, load.ty.dtype)))
-    return found + _vars(bare)
+    return not any(loads_of(factor, buffer) for buffer in written)
 
 
 def _scaled_sum(stmt, intermediates):
@@ -215,23 +168,23 @@ def _scaled_sum(stmt, intermediates):
     block = nest[1].block
     store = block.body
     if not isinstance(store, tirx.BufferStore) or not isinstance(block.init, tirx.BufferStore) \
-            or not is_zero(block.init.value) or not is_reduction_block(block) or not _is_float(store.value):
+            or not is_zero(block.init.value) or not is_reduction_block(block) or not is_float(store.value):
         return None
     if not isinstance(store.value, tirx.Add) or not is_self_load(store.value.a, store):
         return None
-    if not any(store.buffer.same_as(b) for b in intermediates) or _loads_of(store.value.b, store.buffer):
+    if not any(store.buffer.same_as(b) for b in intermediates) or loads_of(store.value.b, store.buffer):
         return None
     if not all(isinstance(i, tirx.Var) for i in store.indices):
         return None
     positions = {var.__chandle__(): k for k, var in enumerate(store.indices)}
     reduce_vars = [iv.var for iv in block.iter_vars if iv.iter_type == REDUCE]
-    factors = _factors(store.value.b)
+    factors = factors_of(store.value.b)
     invariant = [f for f in factors if _invariant(f, reduce_vars, positions, [store.buffer])]
     rest = [f for f in factors if not any(f.same_as(g) for g in invariant)]
     if not invariant or not rest:
         return None
-    unscaled = tirx.BufferStore(store.buffer, tirx.Add(store.value.a, _product(rest)), store.indices, span=store.span)
-    return store, _product(invariant), positions, unscaled
+    unscaled = tirx.BufferStore(store.buffer, tirx.Add(store.value.a, product_of(rest)), store.indices, span=store.span)
+    return store, product_of(invariant), positions, unscaled
 
 
 def _replace_store(stmt, old, new):
@@ -248,18 +201,12 @@ def _unscaled(statements: list, intermediates) -> list | None:
             continue
         store, scale, positions, unscaled = found
         later = statements[index + 1:]
-        read = _sources(scale)
-        if any(_writes(other, store.buffer) or any(_writes(other, b) for b in read) for other in later):
+        read = sources_of(scale)
+        if any(writes_buffer(other, store.buffer) or any(writes_buffer(other, b) for b in read) for other in later):
             continue
         return (statements[:index] + [_replace_store(stmt, store, unscaled)]
                 + [_divide_loads(other, store, scale, positions, tirx.Mul) for other in later])
     return None
-
-
-def _sources(expr) -> list:
-    found: list = []
-    tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, lambda load: found.append(load.source)))
-    return found
 
 
 def _invariant_division(term, reduce_vars):
@@ -270,7 +217,7 @@ def _invariant_division(term, reduce_vars):
     if isinstance(term, tirx.Mul):
         inside = _invariant_division(term.a, reduce_vars)
         return inside if inside is not None else _invariant_division(term.b, reduce_vars)
-    if isinstance(term, tirx.Div) and isinstance(term.b, tvm.ir.TensorLoad) and _is_float(term) \
+    if isinstance(term, tirx.Div) and isinstance(term.b, tvm.ir.TensorLoad) and is_float(term) \
             and not any(uses_var(i, v) for i in term.b.indices for v in reduce_vars):
         return term
     return None
@@ -288,14 +235,14 @@ def _divided_sum(stmt, intermediates):
             or not is_zero(block.init.value) or not isinstance(store.value, tirx.Add) \
             or not is_self_load(store.value.a, store):
         return None
-    if not any(store.buffer.same_as(b) for b in intermediates) or _loads_of(store.value.b, store.buffer):
+    if not any(store.buffer.same_as(b) for b in intermediates) or loads_of(store.value.b, store.buffer):
         return None
     reduce_vars = [iv.var for iv in block.iter_vars if iv.iter_type == REDUCE]
     division = _invariant_division(store.value.b, reduce_vars)
     if division is None or not all(isinstance(i, tirx.Var) for i in store.indices):
         return None
     positions = {var.__chandle__(): k for k, var in enumerate(store.indices)}
-    if any(v.__chandle__() not in positions for i in division.b.indices for v in _vars(i)):
+    if any(v.__chandle__() not in positions for i in division.b.indices for v in vars_of(i)):
         return None
     term = tvm_ffi.structural_map(store.value.b, (tirx.Div, lambda d: d.a if d.same_as(division) else d))
     term = _without_unit_factors(term)
@@ -303,14 +250,10 @@ def _divided_sum(stmt, intermediates):
     return store, division.b, positions, undivided
 
 
-def _is_one(expr) -> bool:
-    return isinstance(expr, tirx.FloatImm) and expr.value == 1.0
-
-
 def _without_unit_factors(term):
     """`x * 1.0` (a reciprocal's numerator, its divisor gone) as x, and the casts that then change no value
     (canonical_casts: `T.Cast("float16", T.Cast("float32", x))` of a float16 x) dropped: both exact."""
-    term = tvm_ffi.structural_map(term, (tirx.Mul, lambda m: m.a if _is_one(m.b) else m.b if _is_one(m.a) else m))
+    term = tvm_ffi.structural_map(term, (tirx.Mul, lambda m: m.a if is_one(m.b) else m.b if is_one(m.a) else m))
     return tvm_ffi.structural_map(term, (tirx.Cast, without_no_op))
 
 
@@ -321,7 +264,7 @@ def _undivided_sums(statements: list, intermediates) -> list | None:
             continue
         store, divisor, positions, undivided = found
         later = statements[index + 1:]
-        if any(_writes(other, store.buffer) or _writes(other, divisor.source) for other in later):
+        if any(writes_buffer(other, store.buffer) or writes_buffer(other, divisor.source) for other in later):
             continue
         return (statements[:index] + [_replace_store(stmt, store, undivided)]
                 + [_divide_loads(other, store, divisor, positions) for other in later])
@@ -345,8 +288,8 @@ def _rewrite_one(statements: list, intermediates) -> list | None:
 
 def _rewritten(statements: list, normalized: _Normalized, intermediates) -> list | None:
     later = statements[normalized.index + 1:]
-    readers = [k for k, stmt in enumerate(later) if _reads(stmt, normalized.buffer)]
-    if not readers or any(_writes(stmt, normalized.divisor.source) for stmt in later):
+    readers = [k for k, stmt in enumerate(later) if reads_buffer(stmt, normalized.buffer)]
+    if not readers or any(writes_buffer(stmt, normalized.divisor.source) for stmt in later):
         return None
     new = list(statements)
     for k in readers:
@@ -354,7 +297,7 @@ def _rewritten(statements: list, normalized: _Normalized, intermediates) -> list
         if found is None:
             return None
         y_store, divisor, positions = found
-        if any(_writes(stmt, y_store.buffer) for stmt in later[k + 1:]):
+        if any(writes_buffer(stmt, y_store.buffer) for stmt in later[k + 1:]):
             return None
         for after in range(normalized.index + 2 + k, len(statements)):
             new[after] = _divide_loads(new[after], y_store, divisor, positions)
