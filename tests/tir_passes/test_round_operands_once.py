@@ -89,3 +89,25 @@ def test_the_rounded_operand_matches_tvm_and_compiles_for_both_archs(every_round
     backward = differentiate(make_matmul(67, 48, 40), ["A", "B"])
     kernel = compile_and_check(backward)
     assert len(kernel.program.kernels) == 3 and roundings(kernel.tir["main"])[0].taken
+
+
+def test_symbolic_extents_are_not_priced_and_left_alone(every_rounding_pays):
+    @I.ir_module
+    class Module:
+        @T.prim_func(s_tir=True)
+        def main(x: T.handle, W: T.Buffer((12, 16), "float16"), y: T.handle):
+            m = T.int32()
+            X = T.match_buffer(x, (m, 16), "float32")
+            Y = T.match_buffer(y, (m, 12), "float32")
+            for i, j, r in T.grid(m, 12, 16):
+                with T.sblock("Y"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, r])
+                    with T.init():
+                        Y[vi, vj] = T.float32(0)
+                    Y[vi, vj] = Y[vi, vj] + T.Cast("float32", T.Cast("float16", X[vi, vk])) * T.Cast("float32", W[vj, vk])
+
+    before = HoistAllocations()(Module)
+    after = RoundOperandsOnce()(before)
+    (plan,) = roundings(after["main"])
+    assert not plan.taken and plan.reason == "symbolic extents: not priced"
+    tvm.ir.assert_structural_equal(without_root_attrs(after), without_root_attrs(before))

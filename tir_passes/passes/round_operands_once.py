@@ -100,6 +100,8 @@ def _found(func: tirx.PrimFunc, inputs: dict) -> dict:
                 entry = found.setdefault((source.__chandle__(), dtype),
                                          {"source": source, "dtype": dtype, "readers": [], "conversions": 0})
                 programs, elements = _other_programs(realize.block, operand), _read_elements(operand, realize.block)
+                if any(static_int(dim) is None for dim in source.shape):
+                    elements = None   # the rounding nest's pass over X could not be priced
                 entry["readers"].append((index, realize.block.name_hint))
                 entry["conversions"] = None if None in (programs, elements, entry["conversions"]) else \
                     entry["conversions"] + programs * elements
