@@ -12,6 +12,7 @@ Nothing here decides.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields, is_dataclass
 
 import tvm_ffi
@@ -125,11 +126,11 @@ def _restarts(stmt) -> tuple[bool, ...]:
 Positions = tuple[tuple[int, int], ...]   # (parameter position, index position) pairs
 
 
-def _stored_along(stmt, params) -> dict[str, Positions]:
-    """Loop name -> (parameter position, index position) of every store to a parameter whose index
-    the loop drives, through the storing block's bindings."""
+def _stored_along(stmt, params) -> dict[int, Positions]:
+    """Loop variable (its handle: generated loops repeat names) -> (parameter position, index position)
+    of every store to a parameter whose index the loop drives, through the storing block's bindings."""
     positions = {param.__chandle__(): position for position, param in enumerate(params)}
-    found: dict[str, set[tuple[int, int]]] = {}
+    found: dict[int, set[tuple[int, int]]] = {}
     for realize in realizes_under(stmt):
         bindings = {iv.var.__chandle__(): value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
         for access in block_accesses(realize.block):
@@ -139,27 +140,30 @@ def _stored_along(stmt, params) -> dict[str, Positions]:
             for index_position, index in enumerate(access.indices):
                 for var in vars_of(index):
                     for loop_var in vars_of(bindings.get(var.__chandle__(), var)):
-                        found.setdefault(loop_var.name, set()).add((param, index_position))
-    return {name: tuple(sorted(pairs)) for name, pairs in found.items()}
+                        found.setdefault(loop_var.__chandle__(), set()).add((param, index_position))
+    return {handle: tuple(sorted(pairs)) for handle, pairs in found.items()}
 
 
-def _contract_loops(stmt, stored: dict[str, Positions]) -> tuple[list[TileAxisPlan], list[WindowPlan]]:
+def _contract_loops(stmt, stored: dict[int, Positions]) -> tuple[list[TileAxisPlan], list[WindowPlan]]:
     axes: dict[str, TileAxisPlan] = {}
+    along: dict[str, set[tuple[int, int]]] = {}   # a tile axis: the stores of every loop that steps it
     windows: list[WindowPlan] = []
 
     def visit(loop: tirx.For) -> None:
         tile = loop_tile(loop)
         if tile is None:
             return
+        if tile.role == TILE:
+            along.setdefault(tile.axis, set()).update(stored.get(loop.loop_var.__chandle__(), ()))
         if tile.role == TILE and tile.axis not in axes:
             extent = tile.extent.value if isinstance(tile.extent, tirx.IntImm) else None
-            split = tile.outer is not None
-            axes[tile.axis] = TileAxisPlan(tile.size, extent, split, stored.get(loop.loop_var.name, ()))
+            axes[tile.axis] = TileAxisPlan(tile.size, extent, tile.outer is not None)
         if tile.role == SERIAL and tile.window is not None:
             windows.append(WindowPlan(tile.window.low, tile.window.high))
 
     tvm_ffi.structural_walk(stmt, (tirx.For, visit))
-    return list(axes.values()), sorted(windows, key=lambda w: (w.low is None, w.low or 0, w.high is None, w.high or 0))
+    placed = [dataclasses.replace(axis, stored=tuple(sorted(along[name]))) for name, axis in axes.items()]
+    return placed, sorted(windows, key=lambda w: (w.low is None, w.low or 0, w.high is None, w.high or 0))
 
 
 def _dots(node) -> list[DotPlan]:

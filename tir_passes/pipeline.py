@@ -19,8 +19,7 @@ Order, and why:
   OnlineSoftmax     a max and the sums of exponentials that read it -> one loop with a running
                     maximum (flash attention's form), where that pays; before LoopFusion, which
                     then fuses the scores into that loop
-  LoopFusion        fewer kernels: inlines elementwise producers, moves producers under the
-                    consumer's shared loops (before the loop clean-ups: it leaves unit loops)
+  LoopFusion        fewer kernels: inlines elementwise producers, moves them under the consumer's loops
   SplitOnlineRows   fused online rows that leave the GPU idle -> chunks' statistics, combined, readers apart
   ShareContractionLoops  sibling K loops of independent contractions (SwiGLU's) -> one, each a tl.dot
   RoundOperandsOnce a wide input contractions round to 16-bit operands -> rounded once (priced)
@@ -56,6 +55,7 @@ from tir_passes.infra.frontend import as_module
 from tir_passes.checks.input_checks import check_input, input_round_trip
 from tir_passes.infra.instrument import StageRecorder
 from tir_passes.checks.decision_plan import decision_plan
+from tir_passes.contracts.rounding_record import replaying
 from tir_passes.checks.numerics import NumericsPlan, progress
 from tir_passes.checks.shape_reduction import copy_with, larger_mappings
 from tir_passes.infra.pass_util import take_raised_error
@@ -236,9 +236,9 @@ def run_pipeline(
 def _verify_reduced_numerics(
     numerics: NumericsPlan, chosen, records: list[StageRecord], dump_dir, full_module: tvm.IRModule
 ) -> None:
-    """The same passes on the shape-reduced copy, each stage against the copy's reference; first a
-    copy whose decisions are the full-size program's (checks/decision_plan.py), so the kernel that
-    ships is the kind of kernel checked."""
+    """The same passes on the shape-reduced copy (replaying the full-size roundings), each stage against
+    its reference; first a copy deciding as the full-size program (checks/decision_plan.py) does."""
+    numerics.input_module = replaying(numerics.input_module, full_module["main"])
     stages = _copy_deciding_as(numerics, chosen, dump_dir, decision_plan(full_module["main"]))
     before = numerics.input_module
     for after, record in zip(stages, records):

@@ -4,12 +4,14 @@ examples' plan, int8 quantization and LayerNorm with its statistics as outputs i
 the reduction-order families leaving order-dependent blocks alone. The full check:
 `python -m tests.plan_invariance`."""
 
+import re
+
 import pytest
 from tvm.script import tirx as T
 
 from conv2d_nhwc import make_conv2d_nhwc
 from plan_invariance.check import attention_forms, budget_cases, check_form, check_program, example_programs, plan
-from plan_invariance.rewrites import REWRITES, rewrites, script_of
+from plan_invariance.rewrites import REWRITES, parse, rewrites, script_of
 
 EXAMPLES = example_programs()
 FORMS = attention_forms()
@@ -166,3 +168,7 @@ def test_the_plan_places_tile_axes_by_the_output_index_they_drive():
     assert stored == [(), ((2, 0),), ((2, 1),)], kernel.describe()
     reversed_loops = rewrites(make_matmul(67, 45, 33), ["spatial_loops_reversed"])[0][1]
     assert plan(reversed_loops) == plan(make_matmul(67, 45, 33))
+    # a user loop named as the passes name theirs (softmax's j as ax0): the same plan, every axis placed
+    softmax = EXAMPLES["softmax"]
+    renamed = parse(re.sub(r"\bj\b", "ax0", script_of(softmax)))
+    assert plan(renamed) == plan(softmax) and all(axis.stored for axis in plan(softmax).kernels[0].tile_axes)

@@ -111,3 +111,50 @@ def test_symbolic_extents_are_not_priced_and_left_alone(every_rounding_pays):
     (plan,) = roundings(after["main"])
     assert not plan.taken and plan.reason == "symbolic extents: not priced"
     tvm.ir.assert_structural_equal(without_root_attrs(after), without_root_attrs(before))
+
+
+def test_the_numerics_copy_replays_the_full_size_rounding():
+    """A copy small enough to check would never pay for the rounding by the price; it replays the
+    full-size program's decision (rounding_record.replaying), so `compile()` verifies the 3-kernel
+    program it ships, with no "decides differently" warning."""
+    import warnings
+
+    from triton_codegen import compile
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel = compile(differentiate(make_matmul(4096, 4096, 4096), ["A", "B"]))
+    assert len(kernel.program.kernels) == 3 and kernel.check_report.ok
+
+
+def test_int64_shapes_get_a_rounding_nest_of_their_index_type(every_rounding_pays):
+    @I.ir_module
+    class Module:
+        @T.prim_func(s_tir=True)
+        def main(X: T.Buffer((T.int64(8), T.int64(16)), "float32"), W: T.Buffer((T.int64(12), T.int64(16)), "float16"),
+                 Y: T.Buffer((T.int64(8), T.int64(12)), "float32")):
+            for i, j, r in T.grid(T.int64(8), T.int64(12), T.int64(16)):
+                with T.sblock("Y"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, r])
+                    with T.init():
+                        Y[vi, vj] = T.float32(0)
+                    Y[vi, vj] = Y[vi, vj] + T.Cast("float32", T.Cast("float16", X[vi, vk])) * T.Cast("float32", W[vj, vk])
+
+    after = RoundOperandsOnce()(HoistAllocations()(Module))
+    tvm.s_tir.analysis.verify_well_formed(after)
+    assert roundings(after["main"])[0].taken
+
+
+def test_other_gpus_keep_the_rounding_in_the_dots_and_a_bad_record_is_named(every_rounding_pays):
+    from tir_passes.contracts.rounding_record import ROUNDING_KEY
+    from tir_passes.contracts.tile_contract import ContractError
+    from tir_passes.infra.pass_util import replace_block, root_block, with_root_block
+
+    after = RoundOperandsOnce("A100")(HoistAllocations()(_contraction(8, 12, 16)))
+    (plan,) = roundings(after["main"])
+    assert not plan.taken and "not measured on sm_80" in plan.reason
+    func = after["main"]
+    broken = with_root_block(func, replace_block(root_block(func), annotations={
+        ROUNDING_KEY: [{"taken": True, "reason": "hand-edited"}]}))
+    with pytest.raises(ContractError, match="buffer, dtype, rounded"):
+        roundings(broken)

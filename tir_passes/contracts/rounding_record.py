@@ -58,8 +58,34 @@ def roundings(func: tirx.PrimFunc) -> list[OperandRounding]:
         if not isinstance(fields.get("taken"), bool) or not isinstance(fields.get("reason"), str):
             raise ContractError(ROUNDING_KEY, f'a plan needs a boolean "taken" and a text "reason", not {item!r}',
                                 _WRITER)
+        missing = [key for key in _FIELDS if key not in fields]
+        if missing:
+            raise ContractError(ROUNDING_KEY, f"a plan needs {', '.join(missing)}, not {item!r}", _WRITER)
         plans.append(OperandRounding(str(fields["buffer"]), str(fields["dtype"]), str(fields["rounded"]),
                                      tuple(str(name) for name in fields["readers"]), int(fields["conversions"]),
                                      float(fields["saved_seconds"]), float(fields["cost_seconds"]),
                                      fields["taken"], str(fields["reason"])))
     return plans
+
+
+_FIELDS = ("buffer", "dtype", "rounded", "readers", "conversions", "saved_seconds", "cost_seconds")
+REPLAY_ATTR = "tir_triton.rounding_replay"   # on a numerics copy: the full-size program's roundings
+
+
+def replaying(module, full_func: tirx.PrimFunc):
+    """`module` (a shape-reduced copy the numerics check runs) told to round what the full-size program
+    rounded: RoundOperandsOnce decides from the sizes, and a copy small enough to check would never take
+    the rounding, so it replays the decision instead of pricing it (what is verified is what is compiled)."""
+    taken = [f"{plan.buffer}:{plan.dtype}" for plan in roundings(full_func) if plan.taken]
+    if not taken:
+        return module
+    import tvm
+
+    return tvm.IRModule({gvar: func.with_attr(REPLAY_ATTR, taken) if isinstance(func, tirx.PrimFunc) else func
+                         for gvar, func in module.functions.items()}, attrs=module.attrs)
+
+
+def replayed(func: tirx.PrimFunc) -> set[tuple[str, str]] | None:
+    """The (buffer, dtype) roundings a numerics copy replays (None: not a copy, decide by the price)."""
+    value = func.attrs.get(REPLAY_ATTR) if func.attrs is not None else None
+    return None if value is None else {tuple(str(item).split(":", 1)) for item in value}

@@ -21,7 +21,12 @@ The price (each operand, all its contractions together): the conversions the con
 would do, `elements read × programs along the other output axis` (at the widest tile, 256: the
 fewest programs), at ROUNDING_SECONDS_PER_CONVERSION, against the rounding nest's pass over X (its
 bytes and the rounded bytes at the copy bandwidth, and a launch). Taken where the saving exceeds the
-cost by CONFIDENCE; a decode step's fp32 activations (16 rows) are not worth their launch. The record:
+cost by CONFIDENCE; a decode step's fp32 activations (16 rows) are not worth their launch. The constant
+is one measurement (fp16 at 4096³ on the H200: the saving it books as conversions also holds the halved
+operand bytes and the second staging of wgmma's B operand); it is applied linearly to other sizes and to
+bfloat16 without a measurement there, and only on sm_90: other GPUs keep the rounding in the dots.
+A numerics copy (shape-reduced, pipeline._verify_reduced_numerics) replays the full-size decision
+(rounding_record.replaying) rather than pricing its own small sizes. The record:
 the root block's "rounding.decisions" (contracts/rounding_record.py), taken or refused, with why.
 
 Assumes: HoistAllocations ran (the new buffer is a root allocation, like SplitReduction's partials);
@@ -41,7 +46,7 @@ from tvm import s_tir, tirx
 from tir_passes.analyses.nest import block_accesses, contraction_operands, realizes_under
 from tir_passes.contracts.gemm_price import CONFIDENCE, LAUNCH_SECONDS
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
-from tir_passes.contracts.rounding_record import OperandRounding, write_roundings
+from tir_passes.contracts.rounding_record import OperandRounding, replayed, write_roundings
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, static_int, top_level_statements, \
     with_root_block
@@ -51,6 +56,7 @@ WIDEST_TILE = 256   # the widest output tile the tile model offers (tile_sizes.c
 # what one element rounded in a contraction's program costs the GPU, from the measurement above: the
 # backward's two GEMMs saved 577.6 - (416.7 - 30.0) = 190.9 µs on 2 × 4096² elements × 16 programs each
 ROUNDING_SECONDS_PER_CONVERSION = 190.9e-6 / (2 * 4096 * 4096 * 16)
+MEASURED_ON = 90   # the price is one H200 (sm_90) measurement: other GPUs keep the rounding in the contractions
 
 
 def _rounded_load(value, inputs: dict):
@@ -126,15 +132,16 @@ def _fresh(base: str, taken: set[str]) -> str:
 
 def _rounding_nest(source, rounded, name: str) -> tirx.For:
     """`for v...: rounded[v...] = cast(source[v...])`, one spatial block over the input's shape."""
-    loops = [tirx.Var(f"i{axis}", "int32") for axis in range(len(source.shape))]
-    ivs = [tirx.IterVar(tvm.ir.Range(0, dim), tirx.Var(f"v{axis}", "int32"), tirx.IterVar.DataPar)
+    loops = [tirx.Var(f"i{axis}", str(dim.ty.dtype)) for axis, dim in enumerate(source.shape)]
+    ivs = [tirx.IterVar(tvm.ir.Range.from_min_extent(tirx.const(0, str(dim.ty.dtype)), dim),
+                        tirx.Var(f"v{axis}", str(dim.ty.dtype)), tirx.IterVar.DataPar)
            for axis, dim in enumerate(source.shape)]
     here = [iv.var for iv in ivs]
     body = tirx.BufferStore(rounded, tirx.Cast(str(rounded.dtype), tirx.BufferLoad(source, here)), here)
     regions = [tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(v, 1) for v in here]) for buf in (source, rounded)]
     nest = s_tir.SBlockRealize(loops, True, s_tir.SBlock(ivs, [regions[0]], [regions[1]], name, body))
     for loop, dim in reversed(list(zip(loops, source.shape))):
-        nest = tirx.For(loop, 0, dim, tirx.ForKind.SERIAL, nest)
+        nest = tirx.For(loop, tirx.const(0, str(dim.ty.dtype)), dim, tirx.ForKind.SERIAL, nest)
     return nest
 
 
@@ -160,6 +167,17 @@ def _reading_rounded(stmt, source, dtype: str, rounded):
     return tvm_ffi.structural_map(stmt, (s_tir.SBlock, block))
 
 
+def _refusal(entry: dict, source, saved: float, cost: float, copy: bool, spec: GpuSpec) -> str:
+    if copy:
+        return "not rounded at full size (this is its numerics copy)"
+    if spec.compute_capability < MEASURED_ON:
+        return f"not measured on sm_{spec.compute_capability} (the price is the H200's): rounded in the contractions"
+    if entry["conversions"] is None:
+        return "symbolic extents: not priced"
+    return (f"rounded in the contractions: their {entry['conversions']} conversions ({saved * 1e6:.1f} us) "
+            f"cost less than a pass over {source.name} ({cost * 1e6:.1f} us)")
+
+
 def round_operands_once(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     written = {a.buffer.__chandle__() for realize in realizes_under(func.body) for a in block_accesses(realize.block)
                if a.is_store}
@@ -171,16 +189,16 @@ def round_operands_once(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     names = {p.name for p in func.params if tirx.is_buffer_var(p)} | {b.name for b in root.alloc_buffers}
     blocks = {realize.block.name_hint for realize in realizes_under(func.body)}
     plans, buffers, placed = [], [], {}
+    replay = replayed(func)   # a numerics copy: the full-size program's decisions, not the copy's price
     for entry in found.values():
         source, dtype, readers = entry["source"], entry["dtype"], entry["readers"]
         saved, cost = _price(entry, spec)
-        reader_names = tuple(name for _, name in readers)
-        if entry["conversions"] is None or saved <= cost * (1 + CONFIDENCE):
-            reason = ("symbolic extents: not priced" if entry["conversions"] is None else
-                      f"rounded in the contractions: their {entry['conversions']} conversions ({saved * 1e6:.1f} us) "
-                      f"cost less than a pass over {source.name} ({cost * 1e6:.1f} us)")
-            plans.append(OperandRounding(source.name, dtype, "", reader_names, entry["conversions"] or 0,
-                                         saved, cost, False, reason))
+        reader_names, conversions = tuple(name for _, name in readers), entry["conversions"] or 0
+        take = (source.name, dtype) in replay if replay is not None else spec.compute_capability >= MEASURED_ON \
+            and entry["conversions"] is not None and saved > cost * (1 + CONFIDENCE)
+        if not take:
+            plans.append(OperandRounding(source.name, dtype, "", reader_names, conversions, saved, cost, False,
+                                         _refusal(entry, source, saved, cost, replay is not None, spec)))
             continue
         rounded = tirx.decl_buffer(source.shape, dtype, _fresh(f"{source.name}_{dtype}", names), layout=None)
         buffers.append(rounded)
@@ -188,9 +206,11 @@ def round_operands_once(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
             stmts[index] = _reading_rounded(stmts[index], source, dtype, rounded)
         first = min(index for index, _ in readers)
         placed.setdefault(first, []).append(_rounding_nest(source, rounded, _fresh(f"{rounded.name}_rounding", blocks)))
-        plans.append(OperandRounding(source.name, dtype, rounded.name, reader_names, entry["conversions"], saved, cost,
-                                     True, f"rounded once: {entry['conversions']} conversions in the contractions "
-                                     f"({saved * 1e6:.1f} us) against a pass over {source.name} ({cost * 1e6:.1f} us)"))
+        reason = ("rounded once, as the full-size program decided (this is its numerics copy)" if replay is not None
+                  else f"rounded once: {conversions} conversions in the contractions ({saved * 1e6:.1f} us) "
+                  f"against a pass over {source.name} ({cost * 1e6:.1f} us)")
+        plans.append(OperandRounding(source.name, dtype, rounded.name, reader_names, conversions, saved, cost,
+                                     True, reason))
     body = []
     for index, stmt in enumerate(stmts):
         body += placed.get(index, []) + [stmt]
