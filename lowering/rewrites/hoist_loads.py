@@ -108,20 +108,21 @@ def _holds_nodes(value) -> bool:
     return isinstance(value, tuple) or (dataclasses.is_dataclass(value) and not isinstance(value, type))
 
 
-def _walk(node, on_node) -> None:
+def walk_nodes(node, on_node) -> None:
+    """`on_node` on `node` and every tile-IR node under it (tuples and dataclass fields), pre-order."""
     on_node(node)
     if isinstance(node, tuple):
         for item in node:
-            _walk(item, on_node)
+            walk_nodes(item, on_node)
     elif dataclasses.is_dataclass(node) and not isinstance(node, type):
         for f in dataclasses.fields(node):
-            _walk(getattr(node, f.name), on_node)
+            walk_nodes(getattr(node, f.name), on_node)
 
 
 def _names(node) -> set[str]:
     """The scalars and registers an expression reads."""
     found: set[str] = set()
-    _walk(node, lambda n: found.add(n.name) if isinstance(n, (Scalar, Reg)) else None)
+    walk_nodes(node, lambda n: found.add(n.name) if isinstance(n, (Scalar, Reg)) else None)
     return found
 
 
@@ -136,13 +137,13 @@ def _assigned(body) -> set[str]:
         elif isinstance(node, Loop):
             found.add(node.var)
 
-    _walk(body, note)
+    walk_nodes(body, note)
     return found
 
 
 def _stored(body) -> set[str]:
     found: set[str] = set()
-    _walk(body, lambda n: found.add(n.buffer) if isinstance(n, Store) else None)
+    walk_nodes(body, lambda n: found.add(n.buffer) if isinstance(n, Store) else None)
     return found
 
 

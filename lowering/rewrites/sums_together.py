@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from lowering.rewrites.hoist_loads import assigned_names, read_names, stored_buffers
+from lowering.rewrites.hoist_loads import assigned_names, read_names, stored_buffers, walk_nodes
 from lowering.tile_ir import Assign, CombineAssign, Comment, Load, Loop, Reduce, Reg, Store, SumsCombine
 
 FLOATS = ("float32", "float64")
@@ -61,15 +61,9 @@ def _key(reduce: Reduce):
     return reduce.x.dims, reduce.axes, reduce.dtype
 
 
-def _loads(node, found: set) -> set:
-    if isinstance(node, Load):
-        found.add(node.buffer)
-    if isinstance(node, tuple):
-        for item in node:
-            _loads(item, found)
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        for item in dataclasses.fields(node):
-            _loads(getattr(node, item.name), found)
+def _loads(node) -> set:
+    found: set = set()
+    walk_nodes(node, lambda n: found.add(n.buffer) if isinstance(n, Load) else None)
     return found
 
 
@@ -85,7 +79,7 @@ def _runs(body: tuple) -> list[tuple[int, list[Reduce]]]:
             if start is not None and reduce in members:   # the same sum again: its register serves both
                 continue
             joins = start is not None and _key(reduce) == key and len(members) < MAX_SUMS and \
-                not read_names(reduce.x) & names and not _loads(reduce.x, set()) & stores
+                not read_names(reduce.x) & names and not _loads(reduce.x) & stores
             if not joins:
                 start, key, members, names, stores = index, _key(reduce), [], set(), set()
                 runs.append((index, members))
