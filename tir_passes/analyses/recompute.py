@@ -106,7 +106,7 @@ def recompute_for_readers(func: tirx.PrimFunc, producer_index: int) -> tuple[tir
             copy = tirx.decl_buffer(buffer.shape, buffer.dtype, unique_name(buffer.name, taken), layout=None)
             name = unique_name(realize.block.name_hint, block_names)
             body.append(_copy_nest(statements[producer_index], buffer, copy, name, func))
-            stmt = _read_from(stmt, buffer, copy, func)
+            stmt = read_from(stmt, buffer, copy, func)
             allocs.append(copy)
             copies.append(name)
         body.append(stmt)
@@ -152,7 +152,7 @@ def _load_from(load, buffer, copy):
     return tirx.BufferLoad(copy, list(load.indices))
 
 
-def _read_from(stmt, buffer, copy, func) -> tirx.Stmt:
+def read_from(stmt, buffer, copy, func) -> tirx.Stmt:
     """`stmt` with its blocks reading `copy` where they read `buffer`."""
     buffers = _buffers(func, [copy])
 

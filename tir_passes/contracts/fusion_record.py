@@ -30,13 +30,14 @@ from tir_passes.infra.pass_util import replace_block, root_block, static_int, wi
 
 FUSION_KEY = "fusion.decisions"
 INLINE, RECOMPUTE, FUSE, MOVE, MERGE, STREAM = "inline", "recompute", "fuse", "move", "merge", "stream"
-ACTIONS = (INLINE, RECOMPUTE, FUSE, MOVE, MERGE, STREAM)
+SHARE = "share"
+ACTIONS = (INLINE, RECOMPUTE, FUSE, MOVE, MERGE, STREAM, SHARE)
 _WRITER = "LoopFusion"
 
 
 @dataclass(frozen=True)
 class FusionStep:
-    action: str                  # inline | recompute | fuse | move | merge | stream
+    action: str                  # inline | recompute | fuse | move | merge | stream | share
     blocks: tuple[str, ...]      # what: the blocks inlined, recomputed, fused or moved (merged)
     into: tuple[str, ...] = ()   # for whom: the consumer (fuse), the producer nest (move, merge), the readers' nests
     buffers: tuple[str, ...] = ()    # the intermediates that no longer reach memory (taken)
@@ -55,6 +56,8 @@ class FusionStep:
                 return f"keep {what}: {self.reason}"
             if self.action == RECOMPUTE:
                 return f"not recomputed: {what}: {self.reason}"
+            if self.action == SHARE:
+                return f"not shared: {what} with {into}: {self.reason}"
             return f"not fused: {what} -> {into}: {self.reason}"
         saved = f"saves {self.bytes_saved} bytes of global traffic" if self.bytes_saved is not None \
             else "saves the global round trip"
@@ -63,6 +66,9 @@ class FusionStep:
             return f"inline {what} into its consumers ({self.reason}); {kept} never reaches memory: {saved}"
         if self.action == RECOMPUTE:
             return f"recompute {what} for the later readers of {kept} ({', '.join(self.copies)}): {self.reason}"
+        if self.action == SHARE:
+            return (f"share {into} with the nest of {what} over {self.depth} shared loop(s): {self.reason}; "
+                    f"{kept} and {what} dropped")
         if self.action == STREAM:
             return (f"stream {what} into {into}: one element per step of its reduction loop (walked in tiles); "
                     f"{', '.join(self.buffers)} stays in registers: {saved}")

@@ -11,6 +11,8 @@ Three rewrites, with TVM's schedule where it has the primitive (so TVM checks th
      by a block that reduces along the axis it produces (attention backward's recomputed Q·Kᵀ in
      its row statistics, dQ and dK/dV), moves under that reduction loop, one element per step,
      which Tiling walks in tiles: flash attention's walk, with no online correction.
+  1d. share (loop_fusion_sharing.py, after 2): two nests that recompute one contraction in the same walk
+     (attention backward's dK and dV) become one nest that computes it once per step.
   2. fuse over shared axes: a block whose intermediates (one, or several written together, such
      as LayerNorm's two moments or an arg-max's value and index) are read by one later nest is
      moved under that nest's leading loops (compute_at), when the consumer reads exactly the
@@ -50,6 +52,7 @@ from tir_passes.analyses.nest import (blocks_under, contraction_operands, loop_c
 from tir_passes.infra.pass_util import root_block, s_tir_pass, top_level_statements
 from tir_passes.passes.loop_fusion_streaming import identity_var as _identity_var, realize_of as _realize_of
 from tir_passes.passes.loop_fusion_streaming import shared_depth, stream_one
+from tir_passes.passes.loop_fusion_sharing import share_recomputed_walks
 from tir_passes.analyses.recompute import clobbered_inputs, reader_nests, recompute_for_readers, worth_recomputing
 from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.fusion_record import (FUSE, INLINE, MERGE, MOVE, RECOMPUTE, FusionStep,
@@ -444,7 +447,7 @@ def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions, spec.limits)
     if not decisions:
         return func
-    return write_fusion(sch.mod["main"], decisions)
+    return write_fusion(share_recomputed_walks(sch.mod["main"], decisions, spec.limits), decisions)
 
 
 def LoopFusion(gpu: str = "H200", limits: BackendLimits | None = None):
