@@ -1,34 +1,32 @@
-"""Attention's backward (the streamed 4 kernels) on the GPU: each kernel alone, its tiles, and edits.
+"""Attention's backward (the streamed kernels) on the GPU: each kernel alone, its tiles, and edits.
 
     python benchmarks/attention_backward_variants_gpu.py generate DIR      # here (TVM): DIR/*.py + DIR/manifest.json
     python3 benchmarks/attention_backward_variants_gpu.py run DIR OUT.json  # on the GPU (torch + triton only), <= 200 s
-    PROBE_SHAPE=1,2,128,16 PROBE_REGISTERS=300 python benchmarks/attention_backward_variants_gpu.py smoke DIR  # CPU
+    PROBE_SHAPE=1,2,128,16 PROBE_REGISTERS=600 python benchmarks/attention_backward_variants_gpu.py smoke DIR  # CPU
 
 `generate` compiles the suite's case (`differentiate(make_attention(2, 16, 2048, 128), ["Q", "K", "V"])`,
 docs/autodiff.md "Attention's backward") and writes it with source variants beside it, each testing one
-hypothesis of where the time goes (a probe may edit the generated text; the product may not):
+hypothesis of where the time goes (a probe may edit the generated text; the product may not). The kernels
+are read from the compiled program (the statistics walk, dQ's walk, dK/dV's walk since LoopFusion's share
+step; 4 kernels before it), so the probe follows the product's structure:
 
-- nocast: `x.to(tl.float32).to(tl.float16)` on a loaded fp16 operand as `x` (the round trip keeps a
-  dot's shared-memory operand from being read by the tensor cores as loaded: registers, convert, shared);
-- onek: the dQ kernel's second load of the K tile (descriptor K_desc1, the dot's other axis name) as the first;
+- onek: the dQ kernel's second load of the K tile (the dot's other axis name for the head dimension) as the
+  first; oneo: the dK/dV kernel's second load of the dO tile likewise (dP's operand and dV's operand);
 - recip: `x / row_sum[..]` in the walk as `x * (1.0 / row_sum)[..]` (one reciprocal per row, not a division
   per element per step);
-- plscale: the dV kernel's `1 / row_sum` on the probabilities (registers, dot operand A) instead of on dO
-  (operand B, loaded: scaled in registers, then written to shared memory again), FA-2's form;
-- all: the four; merged: all, and dV accumulated in the dK kernel beside dK (one walk of i for both, its
-  P recomputed once: FA-2's dK/dV kernel), the dV kernel dropped (3 kernels, 8 S²·D products).
+- all: the three.
 
 `run` times each kernel alone (its launcher on the module's prepared buffers, the statistics kernel run
-first) at its default config and at the tiles of Triton's fused-attention backward (rows 128 × walk 32,
-4 warps, 3-5 stages) and others, checks each kernel's output against torch autograd in fp32 (dQ, dK, dV)
-or the default statistics (kernel 0), then whole `run()`s: as generated, with the edits, with the best
-config found per kernel, and SDPA's backward (default, cuDNN, flash) as the peers. Compiles happen first
-in worker processes (Triton's cache keeps them). Medians of do_bench (L2 flushed), µs.
+first) at its default config and at other tiles (rows x walk / warps / stages), checks each kernel's output
+against torch autograd in fp32 (dQ, dK, dV) or the default statistics (the statistics kernel), then whole
+`run()`s: as generated, with the edits, with the best config found per kernel, and SDPA's backward (default,
+cuDNN, flash) as the peers. Compiles happen first in worker processes (Triton's cache keeps them). Medians of
+do_bench (L2 flushed), µs.
 
-Measured on the H200 (2026-12-02, benchmarks/results/2026-12-02-h200-attention-backward-variants.json; the
-table is in docs/autodiff.md, "Where the time goes"): kernels alone 144.5 / 255.6 / 275.9 / 166.7 µs as
-generated; dQ 203.6 and dK 245.9 at 3 stages; dV 144.1 with plscale; dK and dV merged 263.2; SDPA's default
-backward 355.5. The 3 stages and the nocast and plscale forms are the product's decisions since.
+Measured on the H200 (2026-12-02, the 4-kernel form; benchmarks/results/2026-12-02-h200-attention-backward-variants.json;
+the table is in docs/autodiff.md, "Where the time goes"): kernels alone 144.5 / 255.6 / 275.9 / 166.7 µs as
+generated; dQ 203.6 and dK 245.9 at 3 stages; dV 144.1 with plscale; dK and dV merged by hand 263.2; SDPA's
+default backward 355.5. The 3 stages, the nocast and plscale forms and the merge are the product's since.
 """
 
 import builtins
@@ -42,12 +40,14 @@ import sys
 import time
 
 B, H, S, D = (int(n) for n in os.environ.get("PROBE_SHAPE", "2,16,2048,128").split(","))
-KERNELS = tuple(f"attention_backward_kernel{k}" for k in range(4))
 # (rows, walk, warps, stages): the grid axis's block, the walked axis's block
 SWEEP = ((128, 64, 8, 2), (128, 64, 8, 3), (128, 64, 4, 2), (128, 32, 4, 2), (128, 32, 4, 3), (128, 32, 4, 5),
-         (128, 32, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2), (64, 32, 4, 3))
+         (128, 32, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2), (64, 32, 4, 3), (64, 128, 4, 2),
+         (64, 64, 8, 3))
 SWEEP0 = ((128, 64, 4, 2), (128, 64, 8, 2), (128, 128, 8, 2), (128, 64, 4, 3), (128, 32, 4, 3))
 TOLERANCE = 1e-2   # relative Frobenius error of each gradient against fp32 autograd
+STATISTICS = ("row_max", "row_sum", "d_row_sum")
+GRADIENTS = ("d_Q", "d_K", "d_V")
 
 
 # --- source edits: each takes the module's text and returns it changed (or raises) ---
@@ -58,13 +58,18 @@ def _changed(before: str, after: str, what: str) -> str:
     return after
 
 
-def no_cast(text: str) -> str:
-    out = text.replace(".to(tl.float32).to(tl.float16)", "")
-    return out if "d_O_tile, acc_d_V" in text else _changed(text, out, "nocast")   # the product's form since
+def _second_load_as_first(text: str, tile: str, what: str) -> str:
+    """`<tile>_1 = <load>` as `<tile>_1 = <tile>`: the same rows and the whole head dimension, loaded under
+    another axis name."""
+    return _changed(text, re.sub(rf"^(\s+){tile}_1 = .*$", rf"\1{tile}_1 = {tile}", text, flags=re.M), what)
 
 
 def one_k(text: str) -> str:
-    return _changed(text, re.sub(r"^(\s+)K_tile_1 = .*$", r"\1K_tile_1 = K_tile", text, flags=re.M), "onek")
+    return _second_load_as_first(text, "K_tile", "onek")
+
+
+def one_o(text: str) -> str:
+    return _second_load_as_first(text, "d_O_tile", "oneo")
 
 
 def reciprocal(text: str) -> str:
@@ -72,71 +77,30 @@ def reciprocal(text: str) -> str:
     return _changed(text, out, "recip")
 
 
-def p_scale(text: str) -> str:
-    out = re.sub(r"tl\.dot\((tl\.exp2\([^()]*\))\.to\(tl\.float16\), \(d_O_tile\.to\(tl\.float32\) \* "
-                 r"\(1\.0 / row_sum_tile\)\[:, None\]\)\.to\(tl\.float16\), (acc_d_V_0_1)\)",
-                 r"tl.dot((\1 * (1.0 / row_sum_tile)[None, :]).to(tl.float16), d_O_tile, \2)", text)
-    return out if "d_O_tile, acc_d_V" in text else _changed(text, out, "plscale")   # the product's form since
+EDITS = {"onek": one_k, "oneo": one_o, "recip": reciprocal}
+VARIANTS = {"base": (), "onek": ("onek",), "oneo": ("oneo",), "recip": ("recip",), "all": ("onek", "oneo", "recip")}
 
 
-def _dv_address(text: str) -> str:
-    """d_V's address in the dK kernel: the pointer kernel's d_K store with d_V's pointer and strides."""
-    kernel = re.search(r"^def attention_backward_kernel2\(.*?(?=^@triton\.jit)", text, flags=re.M | re.S).group(0)
-    address = re.search(r"tl\.store\((d_K_ptr \+ .*), d_K_\w+\.to\(tl\.float16\)\)", kernel).group(1)
-    for name, value in re.findall(r"^    (t_\d+) = (.*)$", kernel, flags=re.M):
-        address = re.sub(rf"\b{name}\b", value, address)
-    return address.replace("d_K_", "d_V_")
+def _writes_of(blocks) -> list:
+    """What a kernel writes, from its TIR blocks: the statistics, or the gradients it totals."""
+    if "row_max" in blocks:
+        return list(STATISTICS)
+    return [name for name in GRADIENTS if f"{name}_total" in blocks]
 
 
-def merged(text: str) -> str:
-    """dV accumulated in the dK kernel (both of its variants): P = exp2(..) of its dK dot, scaled by 1/l."""
-    out = text.replace("d_K_stride3, row_max_ptr", "d_K_stride3, d_V_ptr, d_V_stride0, d_V_stride1, d_V_stride2, "
-                       "d_V_stride3, row_max_ptr")
-    out = out.replace('        t["d_K"].stride(3),\n        t["row_max"],\n',
-                      '        t["d_K"].stride(3),\n' + "".join(f'        t["d_V"]{s},\n' for s in
-                      ("", ".stride(0)", ".stride(1)", ".stride(2)", ".stride(3)")) + '        t["row_max"],\n')
-    out = out.replace("    acc_d_K_0_1 = tl.full([BLOCK_J, BLOCK_AX0], 0.0, tl.float32)\n",
-                      "    acc_d_K_0_1 = tl.full([BLOCK_J, BLOCK_AX0], 0.0, tl.float32)\n"
-                      "    acc_d_V_m = tl.full([BLOCK_J, BLOCK_AX0], 0.0, tl.float32)\n")
-    parts = re.split(r"(?=^@triton\.jit\n)", out, flags=re.M)
-    for n, part in enumerate(parts):
-        if not re.search(r"^def attention_backward_kernel2(_tma)?\(", part, flags=re.M):
-            continue
-        exponent = re.search(r"dot_2 = tl\.dot\(.*?(tl\.exp2\([^()]*\))", part).group(1)
-        part = part.replace("        acc_d_K_0_1 = dot_2\n", "        acc_d_K_0_1 = dot_2\n"
-                            f"        acc_d_V_m = tl.dot(({exponent} * (1.0 / row_sum_tile)[None, :]).to(tl.float16), "
-                            "d_O_tile, acc_d_V_m)\n")
-        parts[n] = part.replace("    # block d_K_total\n", f"    tl.store({_dv_address(out)}, acc_d_V_m.to(tl.float16))\n"
-                                "    # block d_K_total\n")
-    out = "".join(parts)
-    out = out.replace('("attention_backward_kernel3", _launch_attention_backward_kernel3), ', "")
-    if out.count("acc_d_V_m = tl.dot") != 2 or "_launch_attention_backward_kernel3)" in out:
-        raise ValueError("merged: the dK kernel's pattern is not in the generated text")
-    return out
-
-
-EDITS = {"nocast": no_cast, "onek": one_k, "recip": reciprocal, "plscale": p_scale, "merged": merged}
-VARIANTS = {"base": (), "nocast": ("nocast",), "onek": ("onek",), "recip": ("recip",), "plscale": ("plscale",),
-            "all": ("nocast", "onek", "recip", "plscale"), "merged": ("nocast", "onek", "recip", "plscale", "merged")}
-
-
-def _kernels(variant: str) -> tuple:
-    return KERNELS[:3] if variant == "merged" else KERNELS
-
-
-def _plan() -> list:
+def _plan(kernels: list) -> list:
     """(file, kernel or "run", {kernel: (rows, walk, warps, stages)}, descriptors), most telling first."""
-    plan = [("base", "run", {}, True), ("all", "run", {}, True), ("merged", "run", {}, True),
-            ("base", "run", {}, False)]
-    for variant in ("base", "all", "merged"):
-        for kernel in _kernels(variant):
-            if kernel == KERNELS[0] and variant != "base":
+    plan = [("base", "run", {}, True), ("all", "run", {}, True), ("base", "run", {}, False)]
+    for variant in ("base", "all"):
+        for kernel in kernels:
+            statistics = kernel == kernels[0]
+            if statistics and variant != "base":
                 continue   # no edit reaches the statistics kernel
-            for config in (SWEEP0 if kernel == KERNELS[0] else SWEEP):
+            for config in (SWEEP0 if statistics else SWEEP):
                 plan.append((variant, kernel, {kernel: config}, True))
-    for variant in ("nocast", "onek", "recip", "plscale"):
+    for variant in ("onek", "oneo", "recip"):
         plan.append((variant, "run", {}, True))
-    plan += [("base", kernel, {}, False) for kernel in KERNELS]
+    plan += [("base", kernel, {}, False) for kernel in kernels]
     return plan
 
 
@@ -155,7 +119,8 @@ def generate(out: str) -> None:
 
         limits = BackendLimits(register_row_elements=int(os.environ["PROBE_REGISTERS"]))
         options["passes"] = default_pipeline("H200", limits=limits)
-    text = compile(differentiate(make_attention(B, H, S, D), ["Q", "K", "V"]), verify=False, **options).source
+    kernel = compile(differentiate(make_attention(B, H, S, D), ["Q", "K", "V"]), verify=False, **options)
+    text = kernel.source
     for variant, edits in VARIANTS.items():
         edited = text
         for edit in edits:
@@ -163,11 +128,14 @@ def generate(out: str) -> None:
         builtins.compile(edited, variant, "exec")
         with open(os.path.join(out, f"{variant}.py"), "w") as handle:
             handle.write(edited)
+    kernels = {k.name: _writes_of(k.source_blocks) for k in kernel.program.kernels}
+    if next(iter(kernels.values())) != list(STATISTICS):
+        raise ValueError(f"the first kernel is not the statistics walk: {kernels}")
     manifest = [dict(file=f, kernel=k, config={n: list(c) for n, c in cfg.items()}, descriptors=d)
-                for f, k, cfg, d in _plan()]
+                for f, k, cfg, d in _plan(list(kernels))]
     with open(os.path.join(out, "manifest.json"), "w") as handle:
-        json.dump(dict(shape=[B, H, S, D], entries=manifest), handle, indent=1)
-    print(f"{len(manifest)} entries, {len(VARIANTS)} variants in {out}")
+        json.dump(dict(shape=[B, H, S, D], kernels=kernels, entries=manifest), handle, indent=1)
+    print(f"{len(manifest)} entries, {len(VARIANTS)} variants, kernels {kernels} in {out}")
 
 
 # --- on the GPU (torch + triton only) ---
@@ -224,14 +192,29 @@ def _launcher(module, kernel: str):
     return getattr(module, f"_launch_{kernel}")
 
 
-def _writes(module, kernel: str, t: dict) -> list:
-    """(name, tensor) the kernel writes: kernel0 the statistics, the others their gradients."""
-    if kernel == KERNELS[0]:
-        return [(name, t[name]) for name in ("row_max", "row_sum", "d_row_sum")]
-    names = {KERNELS[1]: ["d_Q"], KERNELS[2]: ["d_K"], KERNELS[3]: ["d_V"]}[kernel]
-    if kernel == KERNELS[2] and not any(name == KERNELS[3] for name, _ in module.LAUNCHERS):
-        names.append("d_V")
-    return [(name, t[name]) for name in names]
+def _run_statistics(module, t, s) -> None:
+    """The statistics kernel at its default config: the other kernels read what it writes."""
+    kernel = _statistics_kernel()
+    _launcher(module, kernel)(t, s, dict(module.CONFIGS[kernel][module.CHOSEN[kernel]]))
+
+
+KERNELS: dict = {}   # kernel name: what it writes, in launch order (the manifest's, read by _entries)
+
+
+def _entries(folder: str) -> list:
+    manifest = json.load(open(os.path.join(folder, "manifest.json")))
+    KERNELS.clear()
+    KERNELS.update(manifest["kernels"])
+    return manifest["entries"]
+
+
+def _statistics_kernel() -> str:
+    return next(iter(KERNELS))
+
+
+def _writes(kernel: str, t: dict) -> list:
+    """(name, tensor) the kernel writes: the statistics, or its gradients."""
+    return [(name, t[name]) for name in KERNELS[kernel]]
 
 
 def _relative(got, expected) -> float:
@@ -242,15 +225,14 @@ def _prepared(folder: str, entry: dict, args):
     """(module, the callable the entry times): the whole run(), or one kernel on prepared buffers."""
     module = _load(folder, entry["file"])
     module.USE_DESCRIPTORS = entry["descriptors"]
-    configs = {kernel: _config(module, kernel, entry["config"].get(kernel)) for kernel in _kernels(entry["file"])}
+    configs = {kernel: _config(module, kernel, entry["config"].get(kernel)) for kernel in KERNELS}
     if entry["kernel"] == "run":
         for kernel, config in configs.items():
             module.CONFIGS[kernel].append(config)
             module.CHOSEN[kernel] = len(module.CONFIGS[kernel]) - 1
         return module, lambda: module.run(*args), None
     t, s = module._prepare(args, {})
-    defaults = dict(module.CONFIGS[KERNELS[0]][module.CHOSEN[KERNELS[0]]])
-    _launcher(module, KERNELS[0])(t, s, defaults)
+    _run_statistics(module, t, s)
     kernel, config = entry["kernel"], configs[entry["kernel"]]
     return module, lambda: _launcher(module, kernel)(t, s, config), t
 
@@ -259,7 +241,7 @@ def warm(folder: str, indices: str) -> None:
     """Entries launched once each (a worker: Triton's cache keeps what it compiled); a line per entry."""
     import torch
 
-    entries = json.load(open(os.path.join(folder, "manifest.json")))["entries"]
+    entries = _entries(folder)
     args = _inputs()
     for index in (int(i) for i in indices.split(",")):
         try:
@@ -297,7 +279,7 @@ def _warm_all(folder: str, count: int, workers: int, budget_s: float) -> dict:
 def _check(module, entry, t, args, expected, stats) -> float:
     if entry["kernel"] == "run":
         return max(_relative(got, want) for got, want in zip(args[4:], expected))
-    written = _writes(module, entry["kernel"], t)
+    written = _writes(entry["kernel"], t)
     wanted = {"d_Q": expected[0], "d_K": expected[1], "d_V": expected[2], **stats}
     return max(_relative(tensor, wanted[name]) for name, tensor in written)
 
@@ -331,7 +313,7 @@ def _peers(args) -> dict:
 
 def _best(rows: list, variant: str, kernel: str):
     """The fastest timed config of the kernel in the variant (the statistics kernel: base's, no edit reaches it)."""
-    variant = "base" if kernel == KERNELS[0] else variant
+    variant = "base" if kernel == _statistics_kernel() else variant
     timed = [r for r in rows if r["file"] == variant and r["kernel"] == kernel and r.get("us") and r["descriptors"]]
     return min(timed, key=lambda r: r["us"]) if timed else None
 
@@ -340,14 +322,14 @@ def run(folder: str, out: str, deadline_s: float = 200, workers: int = 14) -> No
     import torch
 
     start = time.time()
-    entries = json.load(open(os.path.join(folder, "manifest.json")))["entries"]
+    entries = _entries(folder)
     warmed = _warm_all(folder, len(entries), workers, deadline_s * 0.45) if _device() == "cuda" else {}
     args = _inputs()
     expected = _reference(args)
     base = _load(folder, "base")
     t, s = base._prepare(args, {})
-    _launcher(base, KERNELS[0])(t, s, dict(base.CONFIGS[KERNELS[0]][base.CHOSEN[KERNELS[0]]]))
-    stats = {name: t[name].clone() for name in ("row_max", "row_sum", "d_row_sum")}
+    _run_statistics(base, t, s)
+    stats = {name: t[name].clone() for name in STATISTICS}
     result = dict(started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(start)), shape=[B, H, S, D],
                   device=torch.cuda.get_device_name() if _device() == "cuda" else "cpu", torch=torch.__version__,
                   triton=__import__("triton").__version__, warm_s=round(time.time() - start, 1), rows=[])
@@ -358,8 +340,8 @@ def run(folder: str, out: str, deadline_s: float = 200, workers: int = 14) -> No
     for index, entry in enumerate(entries):
         rows.append(_measure(folder, entry, args, expected, stats, warmed.get(index), start, deadline_s))
         _write(out, result)
-    for variant in ("all", "merged", "base"):   # the best config found for each kernel, assembled
-        picks = {k: _best(rows, variant, k) for k in _kernels(variant)}
+    for variant in ("all", "base"):   # the best config found for each kernel, assembled
+        picks = {k: _best(rows, variant, k) for k in KERNELS}
         if all(picks.values()):
             entry = dict(file=variant, kernel="run", descriptors=True,
                          config={k: r["config"][k] for k, r in picks.items() if r["config"]})
@@ -406,19 +388,18 @@ def smoke(folder: str) -> None:
     """Every variant's run() and each kernel alone at PROBE_SHAPE in Triton's interpreter (CPU)."""
     os.environ["TRITON_INTERPRET"] = "1"
     generate(folder)
-    entries = json.load(open(os.path.join(folder, "manifest.json")))["entries"]
+    entries = _entries(folder)
     seen, picked = set(), []
     for entry in entries:   # one entry per (file, kernel): the edits are what is checked
         if (entry["file"], entry["kernel"]) not in seen and not entry["config"]:
             seen.add((entry["file"], entry["kernel"]))
             picked.append(entry)
-    picked += [dict(file="merged", kernel=KERNELS[2], config={}, descriptors=True)]
     args = _inputs()
     expected = _reference(args)
     base = _load(folder, "base")
     t, s = base._prepare(args, {})
-    _launcher(base, KERNELS[0])(t, s, dict(base.CONFIGS[KERNELS[0]][base.CHOSEN[KERNELS[0]]]))
-    stats = {name: t[name].clone() for name in ("row_max", "row_sum", "d_row_sum")}
+    _run_statistics(base, t, s)
+    stats = {name: t[name].clone() for name in STATISTICS}
     rows = [_measure(folder, entry, args, expected, stats, None, time.time(), 1e9) for entry in picked]
     bad = [row for row in rows if "failed" in row or not row.get("error", 1) < TOLERANCE]
     assert not bad, bad

@@ -122,6 +122,15 @@ def _independent(a, b, skip=()) -> bool:
     return not (written_a & (written_b | read_b)) and not (written_b & read_a)
 
 
+def _walk(merged_loops: list[tirx.For]) -> tirx.For | None:
+    """The outermost merged loop that a block reduces over: the walk the copies were streamed into
+    (`merged_loops` lists the inner loops first)."""
+    for loop in reversed(merged_loops):
+        if any(loop_kind(loop, realize) == REDUCE for realize in realizes_under(loop.body)):
+            return loop
+    return None
+
+
 def _accumulator_row(walk: tirx.For) -> int | None:
     """Elements per walked row that the blocks reducing over `walk` keep beside it: for each, the product of
     its spatial loops under the walk (None: a symbolic extent)."""
@@ -130,7 +139,8 @@ def _accumulator_row(walk: tirx.For) -> int | None:
         if loop_kind(walk, realize) != REDUCE:
             continue
         name = realize.block.name_hint
-        inner = [static_int(l.extent) for l in _loops(walk.body) if _holds(l, name) and loop_kind(l, realize) == SPATIAL]
+        inner = [static_int(loop.extent) for loop in _loops(walk.body)
+                 if _holds(loop, name) and loop_kind(loop, realize) == SPATIAL]
         if None in inner:
             return None
         total += math.prod(inner)
@@ -145,7 +155,8 @@ def _loops(stmt) -> list[tirx.For]:
 
 def share_recomputed_walks(func: tirx.PrimFunc, decisions: list[FusionStep], limits: BackendLimits) -> tirx.PrimFunc:
     """Merge every pair of nests that recompute one contraction in the same walk (see the module doc)."""
-    for family in [(step.blocks[0], *step.copies) for step in list(decisions) if step.action == RECOMPUTE and step.taken]:
+    families = [(step.blocks[0], *step.copies) for step in list(decisions) if step.action == RECOMPUTE and step.taken]
+    for family in families:
         shared = _share_one(func, family, decisions, limits)
         while shared is not None:
             func = shared
@@ -181,6 +192,8 @@ def _merge(func, statements: list, at_kept: int, at_dropped: int, kept: str, dro
     copy = next(r for r in realizes_under(second) if r.block.name_hint == dropped)
     original = next(r for r in realizes_under(first) if r.block.name_hint == kept)
     old, new = _written(copy), _written(original)
+    if any(old.name in _touched(stmt)[1] for k, stmt in enumerate(statements) if k != at_dropped):
+        return None, f"{old.name} is read outside the nest that computes it (its readers would lose it)"
     if not _independent(first, second, skip=(old.name,)):
         return None, "the nests touch a common buffer besides the copy"
     if any(not _independent(statements[k], second) for k in range(at_kept + 1, at_dropped)):
@@ -189,12 +202,14 @@ def _merge(func, statements: list, at_kept: int, at_dropped: int, kept: str, dro
     merged = _lockstep(first, second, kept, dropped, {}, merged_loops)
     if merged is None:
         return None, "the copies do not compute the same values under loops with the same headers"
-    row = _accumulator_row(merged_loops[0])
+    walk = _walk(merged_loops)
+    row = _accumulator_row(walk) if walk is not None else 0
     if not limits.row_fits_in_registers(row, contraction=True):
         return None, f"the accumulators beside the walk ({row} elements per row) are over the register budget"
     merged = read_from(merged, old, new, func)
     body = [merged if k == at_kept else stmt for k, stmt in enumerate(statements) if k != at_dropped]
     root = root_block(func)
     allocs = [buf for buf in root.alloc_buffers if not buf.same_as(old)]
-    return with_root_block(func, replace_block(root, body=tirx.SeqStmt(body), alloc_buffers=allocs)), \
+    seq = body[0] if len(body) == 1 else tirx.SeqStmt(body)
+    return with_root_block(func, replace_block(root, body=seq, alloc_buffers=allocs)), \
         (old.name, len(merged_loops))
