@@ -60,7 +60,10 @@ def _changed(before: str, after: str, what: str) -> str:
 
 def _second_load_as_first(text: str, tile: str, what: str) -> str:
     """`<tile>_1 = <load>` as `<tile>_1 = <tile>`: the same rows and the whole head dimension, loaded under
-    another axis name."""
+    another axis name (the product's form since Tiling shares a whole tile's axis with every block of its loop:
+    then there is no second load and the edit is a no-op)."""
+    if not re.search(rf"^\s+{tile}_1 = ", text, flags=re.M):
+        return text
     return _changed(text, re.sub(rf"^(\s+){tile}_1 = .*$", rf"\1{tile}_1 = {tile}", text, flags=re.M), what)
 
 

@@ -421,6 +421,15 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     return rows, columns
 
 
+def _share_whole_tile(shared_axes: dict, choice: TileChoice, realize, loop: tirx.For) -> None:
+    """A whole tile an earlier block chose for a loop they share covers the buffer axes this block indexes
+    with it too: a later loop indexing one of them takes the same axis (dV's dO[i, d] and dP's dO[i, ax0],
+    whose loop S = K·Qᵀ tiled first: one tile of dO per step, not two)."""
+    if choice.whole:
+        for key in _indexed_axes(realize, loop):
+            shared_axes.setdefault((static_int(loop.extent), key), choice.axis)
+
+
 def _recomputes_the_row(loop: tirx.For, realize, recomputed: frozenset[str]) -> bool:
     """The row loop of a block LoopFusion's record names as a recomputed copy (the scores again,
     for the normalize pass, beside the online loop): walked in the online loop's tiles."""
@@ -446,9 +455,12 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
         used = {plan.tiles[_key(l)].axis for l in loops if _key(l) in plan.tiles}  # one block: distinct axes
         for kind in (REDUCE, SPATIAL):
             candidates = [l for l in loops if loop_kind(l, realize) == kind and _key(l) not in blocked]
-            if not candidates or _key(candidates[-1]) in plan.tiles:
-                continue  # none, or a loop around several blocks that an earlier one tiled
+            if not candidates:
+                continue
             loop = candidates[-1]
+            if _key(loop) in plan.tiles:  # a loop around several blocks that an earlier one tiled
+                _share_whole_tile(shared_axes, plan.tiles[_key(loop)], realize, loop)
+                continue
             extent = static_int(loop.extent)
             size, whole = tile_sizes.row_tile(extent, spec.limits)
             if kind == REDUCE and online_rows is None and not deterministic \
