@@ -17,7 +17,7 @@ from tir_passes import differentiate
 from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.fusion_record import SHARE, STREAM, fusion_steps
 from tir_passes.contracts.gpu_specs import GPUS
-from tir_passes.passes.walk_stages import streamed_walk_stages
+from tir_passes.passes.walk_stages import rows_beside_accumulators, streamed_walk_stages
 from tir_passes.pipeline import default_pipeline
 from triton_codegen import compile
 from triton_codegen.aot import compile_ahead_of_time
@@ -178,3 +178,31 @@ def test_fp16_dv_dot_reads_do_as_loaded_and_matches_torch_autograd():
     for param, value in zip("QKV", expected):
         error = ((ours[param].float() - value).abs().max() / value.abs().max()).item()
         assert error <= 2e-2, f"d{param} differs from torch autograd by {error:.2e}"
+
+
+def test_each_walk_loads_each_tile_once_per_step():
+    """dQ's walk reads K for S = Q·Kᵀ and for dQ += dS·K, dK/dV's walk reads dO for dP = dO·Vᵀ and for
+    dV += P·dO: the same rows and the whole head dimension under two loops. Tiling gives both loops one tile
+    axis (a whole tile covers every buffer axis its loop's blocks index), so each is loaded once per step."""
+    _, kernel = _compile(make_attention(*SHAPE))
+    pointer_kernels = re.split(r"(?=^@triton\.jit)", kernel.source, flags=re.M)
+    for walking in _walking_kernels(kernel):
+        text = next(part for part in pointer_kernels if re.search(rf"^def {walking.name}\(", part, flags=re.M))
+        loads = re.findall(r"tl\.load\((\w+)_ptr \+", text)
+        assert loads and len(loads) == len(set(loads)), f"{walking.name} loads {sorted(loads)}"
+
+
+def test_a_walk_beside_two_heads_of_accumulators_takes_64_rows_at_4_warps():
+    """dK's and dV's accumulators beside one walk (256 fp32 columns per row at d128): 64 rows, 4 warps,
+    2 stages (walk_stages.rows_beside_accumulators: measured on the H200 and priced by the hardware model);
+    dQ's walk (one accumulator of 128 columns) keeps 128 rows at 8 warps and 3 stages."""
+    wide = BackendLimits(register_row_elements=4200)   # a row of 300 scores (x 16) is over it, 256 (x 16) not
+    backward = differentiate(make_attention(4, 17, 300, 128), ["Q", "K", "V"])   # enough programs to keep 64 rows
+    kernel = compile(backward, verify=False, passes=default_pipeline("H200", limits=wide))
+    by_writer = {block: k for k in kernel.program.kernels for block in k.source_blocks}
+    dk_dv, dq = by_writer["d_K_total"], by_writer["d_Q_total"]
+    assert dk_dv is by_writer["d_V_total"]
+    assert (dk_dv.num_warps, dk_dv.num_stages) == (4, 2) and "axis j: BLOCK_J=64 over" in kernel.tile_ir
+    assert (dq.num_warps, dq.num_stages) == (8, 3)
+    assert rows_beside_accumulators(128, 8, 3, 128) == (128, 8, 3)
+    assert rows_beside_accumulators(128, 8, 3, None) == (128, 8, 3)

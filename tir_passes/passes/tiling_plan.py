@@ -409,6 +409,8 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
         # two tiles per step (dQ's S and dP): at 4 warps the model spills 400 bytes per thread; walk_stages.py
         plan.num_warps = max(plan.num_warps, 8)
         plan.num_stages = walk_stages.streamed_walk_stages(spec, dtype, rows, columns, depth, len(streamed))
+        rows, plan.num_warps, plan.num_stages = walk_stages.rows_beside_accumulators(
+            rows, plan.num_warps, plan.num_stages, None if plan.deterministic else _accumulator_columns(shape, loop))
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)
@@ -419,6 +421,22 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     walks = "an online softmax: tiles of {}, rescaled sums" if online_kind else "a streamed contraction: tiles of {}"
     plan.notes.append(f"loop {loop.loop_var.name} walks {walks.format(columns)}; {rows} rows per program")
     return rows, columns
+
+
+def _accumulator_columns(shape: FusedShape, walk: tirx.For) -> int | None:
+    """The columns per row of the contractions that reduce along the walk (their accumulators beside it):
+    each one's spatial loops under the program's rows, other than the walk (None: a symbolic extent)."""
+    total = 0
+    for loops, realize in shape.subs:
+        if contraction_operands(realize.block) is None or loop_kind(walk, realize) != REDUCE \
+                or not any(l.same_as(walk) for l in loops):
+            continue
+        inner = [static_int(l.extent) for l in loops if loop_kind(l, realize) == SPATIAL
+                 and not any(l.same_as(s) for s in shape.shared)]
+        if None in inner:
+            return None
+        total += math.prod(inner)
+    return total
 
 
 def _share_whole_tile(shared_axes: dict, choice: TileChoice, realize, loop: tirx.For) -> None:

@@ -15,6 +15,13 @@ kernel (one product per step, 4 warps) keeps 2 stages: 166.7 µs, against 212.9 
 
 Only on sm_90 (the GPU measured) and where the resident tiles and three stages of the walk's tiles fit
 the program's shared memory (rows and walk tiles × the head dimension, which must be known); else 2.
+
+A walk whose accumulators beside it are wider than one head (LoopFusion's share step puts dK's and dV's
+beside one walk: 256 fp32 columns per row) takes 64 rows at 4 warps and 2 stages (`rows_beside_accumulators`):
+at 128 rows and 8 warps the accumulators alone are 128 registers a thread, the hardware model puts the kernel
+at 255 registers with spills and one program per multiprocessor (0.290 ms at b2 h16 s2048 d128), at 64 rows
+and 4 warps at two programs (0.258 ms); on the H200, dV accumulated in the dK kernel by hand ran 263.2 µs at
+64 × 64 / 4 / 2 against 285.9 at 128 × 64 / 8 / 3 (the same JSON).
 """
 
 from __future__ import annotations
@@ -36,3 +43,16 @@ def streamed_walk_stages(spec: GpuSpec, dtype: str, rows: int, columns: int, dep
     walked = STREAMED_STAGES * (products + 1) * columns * depth
     fits = (resident + walked) * element_bytes(dtype) <= spec.shared_memory_per_block
     return STREAMED_STAGES if fits else DEFAULT_STAGES
+
+
+ONE_HEAD_OF_ACCUMULATORS = 128   # fp32 columns per row beside a walk that 128 rows at 8 warps hold without spilling
+WIDE_ACCUMULATOR_ROWS, WIDE_ACCUMULATOR_WARPS = 64, 4
+
+
+def rows_beside_accumulators(rows: int, warps: int, stages: int,
+                             accumulator_columns: int | None) -> tuple[int, int, int]:
+    """(rows, warps, stages) of a streamed walk computing two tiles per step with `accumulator_columns` fp32
+    columns per row of accumulators beside it (None: unknown, as chosen)."""
+    if accumulator_columns is None or accumulator_columns <= ONE_HEAD_OF_ACCUMULATORS:
+        return rows, warps, stages
+    return min(rows, WIDE_ACCUMULATOR_ROWS), WIDE_ACCUMULATOR_WARPS, DEFAULT_STAGES
