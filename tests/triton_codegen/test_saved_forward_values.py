@@ -1,0 +1,106 @@
+"""Saved forward values: the training forward writes the row statistics (and a norm's mean and variance) as
+extra outputs, and the backward made with `save="auto"` takes them as parameters, so it has no forward walk
+(FlashAttention-2's split). The kernels run in the interpreter against torch autograd (fp32, 1e-3 relative) and
+TVM's llvm build, and compile for sm_90/sm_80. The register budget is lowered (SMALL_REGISTERS) so that the
+small, odd shapes take the path the H200's long rows take (streamed walks)."""
+
+import torch
+import torch.nn.functional as F
+
+from attention import make_attention
+from helpers import compile_and_check
+from layernorm import make_layernorm
+from test_backward_kernels import torch_reference
+from tir_passes import differentiate, training_forward
+from tir_passes.contracts.autodiff import signature
+from tir_passes.contracts.fusion_record import fusion_steps
+from tir_passes.pipeline import default_pipeline
+from test_streamed_backward import SMALL_REGISTERS
+
+SHAPE = (1, 2, 21, 16)
+
+
+def _pipeline():
+    return default_pipeline("H200", limits=SMALL_REGISTERS)
+
+
+def run_training(kernel, training, inputs: dict) -> dict:
+    """The training forward's outputs (the forward's and the saved values), from inputs by name."""
+    outputs = {p.name: torch.empty([int(x) for x in p.shape], dtype=inputs[next(iter(inputs))].dtype
+                                   if p.dtype != "float32" else torch.float32)
+               for p in training.params if p.name not in inputs}
+    kernel(*[inputs.get(p.name, outputs.get(p.name)) for p in training.params])
+    return outputs
+
+
+def run_saved_backward(kernel, backward, values: dict, grad) -> dict:
+    """The backward called as the op does: the forward values it reads, the saved ones, the output gradient."""
+    sig = signature(backward)
+    grads = {d: torch.empty_like(values[x]) for d, x in sig.grads}
+    kernel(*[values[r] for r in sig.reads], *[values[s] for s in sig.saved], grad.contiguous(), *grads.values())
+    return {x: grads[d] for d, x in sig.grads}
+
+
+def _attention_kernels(dtype: str):
+    forward = make_attention(*SHAPE, dtype=dtype)
+    backward = differentiate(forward, ["Q", "K", "V"], save="auto")
+    training = training_forward(forward, signature(backward).saved)
+    aot = dtype == "float16"
+    return (training, compile_and_check(training, aot=aot, passes=_pipeline()),
+            backward, compile_and_check(backward, aot=aot, passes=_pipeline()))
+
+
+def test_attention_backward_with_saved_statistics_has_no_forward_walk_and_matches_torch_autograd():
+    training, forward_kernel, backward, backward_kernel = _attention_kernels("float32")
+    # the training forward: one flash-attention kernel (online softmax: 2 dots per key tile) that also stores the
+    # final m, l and acc of each row (compile_and_check compared them with TVM's build, as outputs)
+    assert len(forward_kernel.program.kernels) == 1 and forward_kernel.tile_ir.count("= dot(") == 2
+    assert {"row_max", "row_sum", "weighted_sum", "normalize"} <= set(forward_kernel.program.kernels[0].source_blocks)
+    stored = [s for s in fusion_steps(forward_kernel.tir["main"]) if s.stored]
+    assert stored and set(stored[0].stored) == {"row_sum", "acc"}   # read in registers by O's block, still stored
+    # the backward: dQ and dK/dV walks and D = -Σ dO·acc/l² as a row kernel; no block computes a statistic
+    # (before: 3 kernels and 9 dots, kernel 0 the flash forward's walk)
+    assert backward_kernel.tile_ir.count("= dot(") == 7 and len(backward_kernel.program.kernels) == 3
+    blocks = [set(k.source_blocks) for k in backward_kernel.program.kernels]
+    assert not {"row_max", "row_sum", "weighted_sum"} & set().union(*blocks)
+    assert {"d_row_sum_from_normalize"} in blocks
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(SHAPE, generator=generator) for _ in range(3))
+    out, grad, expected = torch_reference(F.scaled_dot_product_attention, [q, k, v])
+    saved = run_training(forward_kernel, training, {"Q": q, "K": k, "V": v})
+    torch.testing.assert_close(saved["O"], out, rtol=1e-4, atol=1e-5)
+    ours = run_saved_backward(backward_kernel, backward, {"Q": q, "K": k, "V": v, **saved}, grad)
+    for name, value in zip("QKV", expected):
+        error = ((ours[name] - value).abs().max() / value.abs().max()).item()
+        assert error <= 1e-3, f"d{name} differs from torch autograd by {error:.2e}"
+
+
+def test_fp16_training_forward_and_backward_verify_and_compile_for_sm90_and_sm80():
+    """Every check of the pipeline on the fp16 training forward (its acc of fp16-rounded weights compared at fp16's
+    tolerance: checks/rounded_operands.py) and on the backward; every kernel compiled ahead of time."""
+    _, forward_kernel, _, backward_kernel = _attention_kernels("float16")
+    assert len(forward_kernel.program.kernels) == 1
+    assert backward_kernel.tile_ir.count("= dot(") == 7 and "input_precision" not in backward_kernel.source
+
+
+ROWS, COLS = 40, 24
+
+
+def test_layernorm_backward_with_saved_mean_and_variance_matches_torch_autograd():
+    forward = make_layernorm(ROWS, COLS)
+    backward = differentiate(forward, ["X", "gamma", "beta"], save="auto")
+    assert signature(backward).saved == ("mean", "var")
+    training = training_forward(forward, signature(backward).saved)
+    forward_kernel = compile_and_check(training, aot=False)
+    backward_kernel = compile_and_check(backward, aot=False)
+    generator = torch.Generator().manual_seed(0)
+    x, g, b = torch.randn(ROWS, COLS, generator=generator), torch.randn(COLS, generator=generator), \
+        torch.randn(COLS, generator=generator)
+    out, grad, expected = torch_reference(lambda x, g, b: F.layer_norm(x, (COLS,), g, b, 1e-5), [x, g, b])
+    saved = run_training(forward_kernel, training, {"X": x, "gamma": g, "beta": b})
+    torch.testing.assert_close(saved["mean"], x.mean(-1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(saved["var"], x.var(-1, unbiased=False), rtol=1e-5, atol=1e-6)
+    ours = run_saved_backward(backward_kernel, backward, {"X": x, "gamma": g, "beta": b, **saved}, grad)
+    for name, value in zip(["X", "gamma", "beta"], expected):
+        error = ((ours[name] - value).abs().max() / value.abs().max()).item()
+        assert error <= 1e-3, f"d{name} differs from torch autograd by {error:.2e}"
