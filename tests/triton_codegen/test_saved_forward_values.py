@@ -4,6 +4,9 @@ extra outputs, and the backward made with `save="auto"` takes them as parameters
 TVM's llvm build, and compile for sm_90/sm_80. The register budget is lowered (SMALL_REGISTERS) so that the
 small, odd shapes take the path the H200's long rows take (streamed walks)."""
 
+import os
+
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -16,8 +19,10 @@ from tir_passes.contracts.autodiff import signature
 from tir_passes.contracts.fusion_record import fusion_steps
 from tir_passes.pipeline import default_pipeline
 from test_streamed_backward import SMALL_REGISTERS
+from triton_codegen import compile
 
 SHAPE = (1, 2, 21, 16)
+pytestmark = pytest.mark.interpreter
 
 
 def _pipeline():
@@ -104,3 +109,26 @@ def test_layernorm_backward_with_saved_mean_and_variance_matches_torch_autograd(
     for name, value in zip(["X", "gamma", "beta"], expected):
         error = ((ours[name] - value).abs().max() / value.abs().max()).item()
         assert error <= 1e-3, f"d{name} differs from torch autograd by {error:.2e}"
+
+
+def test_the_op_runs_the_training_forward_and_passes_the_saved_values_to_the_backward(tmp_path):
+    """compile(func, wrt=..., save="auto"): the op returns O alone, its setup_context keeps the row statistics the
+    training forward wrote, and the backward (no forward walk) gives torch autograd's gradients; the saved module
+    carries all three files."""
+    kernel = compile(make_attention(*SHAPE, dtype="float32"), wrt=["Q", "K", "V"], save="auto", verify=False,
+                     passes=_pipeline())
+    assert kernel.training is not None and kernel.backward_link.saved == ("row_max", "row_sum", "acc")
+    assert len(kernel.training.program.kernels) == 1 and len(kernel.backward.program.kernels) == 3
+    op = kernel.as_torch_op("tirsaved::attention")
+    generator = torch.Generator().manual_seed(0)
+    leaves = [torch.randn(SHAPE, generator=generator).requires_grad_() for _ in range(3)]
+    out, grad, expected = torch_reference(F.scaled_dot_product_attention, [x.detach() for x in leaves])
+    ours = op(*leaves)
+    assert isinstance(ours, torch.Tensor) and ours.shape == SHAPE
+    torch.testing.assert_close(ours.detach(), out, rtol=1e-4, atol=1e-5)
+    ours.backward(grad)
+    for leaf, value in zip(leaves, expected):
+        torch.testing.assert_close(leaf.grad, value, rtol=1e-3, atol=1e-4)
+    saved = kernel.save(str(tmp_path) + "/")
+    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(saved), kernel.backward_link.module,
+                                                   kernel.backward_link.training])
