@@ -37,7 +37,7 @@ def rounded_buffers(func: tirx.PrimFunc) -> dict[str, str]:
                 best = _narrowest([rounded.get(written), narrow])
                 if best is not None and best != rounded.get(written):
                     rounded[written], changed = best, True
-    return {name: dtype for name, dtype in rounded.items()}
+    return rounded
 
 
 def _blocks(func: tirx.PrimFunc) -> list:

@@ -76,7 +76,7 @@ class FusionStep:
             return (f"stream {what} into {into}: one element per step of its reduction loop (walked in tiles); "
                     f"{', '.join(self.buffers)} stays in registers: {saved}")
         how = {FUSE: "fuse", MOVE: "move", MERGE: "merge the nest of"}[self.action]
-        if not self.buffers and not self.stored:   # a merge that only makes the next fusion possible (readers of one statistic)
+        if not self.buffers and not self.stored:   # a merge that only makes the next fusion possible
             return f"{how} {what} into the nest of {into} over {self.depth} shared axis(es): {self.reason}"
         stay = "stays" if len(self.buffers) == 1 and self.action == FUSE else "stay"
         stored = (f"; the outputs {', '.join(self.stored)} are read where computed and stored once"

@@ -2,7 +2,8 @@
 over blocks).
 
 What it writes: a PrimFunc `<name>_backward` whose parameters are the forward parameters it reads,
-then the intermediates saved by the training forward (with `save`: forward_values.py), then `d_<Y>` for each float output Y that depends on `wrt` (the gradient flowing in), then
+then the intermediates saved by the training forward (with `save`: forward_values.py), then `d_<Y>` for
+each float output Y that depends on `wrt` (the gradient flowing in), then
 `d_<X>` for each X in `wrt` (the gradients it writes, in X's dtype). Its body:
   1. the forward blocks that write the intermediates the adjoints read and that are not saved, copied
      (recomputed);
