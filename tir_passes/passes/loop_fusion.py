@@ -16,7 +16,10 @@ Three rewrites, with TVM's schedule where it has the primitive (so TVM checks th
   2. fuse over shared axes: a block whose intermediates (one, or several written together, such
      as LayerNorm's two moments or an arg-max's value and index; outputs count too, so that a training
      forward's saved statistics still fuse: the consumer reads them where they are computed and they are
-     stored as before, recorded as `stored`, not as kept in registers) are read by one later nest is
+     stored as before, recorded as `stored`, not as kept in registers; such a producer stays whole and its
+     consumer moves under it instead, as for a nest of several blocks below: compute_at would compute only
+     the part of the output the consumer reads, and TVM refuses it for an output block) are read by one
+     later nest is
      moved under that nest's leading loops (compute_at), when the consumer reads exactly the
      element of the shared axes it is computing (row `vi` of a row reduction; `(vi, vj)` of a
      matmul result in its epilogue), for every intermediate it reads. Each shared-axis iteration
@@ -392,7 +395,7 @@ def _fuse_over_shared_axes(sch, intermediates: set[str], decisions: list[FusionS
                 break
             if consumer is None or not depth:
                 continue
-            if len(_nest_blocks(sch, producer.name_hint)) > 1:
+            if len(_nest_blocks(sch, producer.name_hint)) > 1 or _kept_and_stored(sch, _writes(producer))[1]:
                 action = MOVE if _nest_blocks(sch, consumer) == [consumer] else MERGE
                 failure = _consumer_under_nest(sch, producer, consumer, decisions)
             else:
@@ -453,7 +456,7 @@ def _recompute_contractions(
 
 def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     intermediates = {b.name for b in root_block(func).alloc_buffers}
-    if not intermediates or len(top_level_statements(func)) < 2:
+    if not _fusable(func) or len(top_level_statements(func)) < 2:
         return func
     sch = s_tir.Schedule(func)
     # InlineElementwise, at the front of the pipeline, may have inlined already: its steps come first
