@@ -79,8 +79,7 @@ class FusionStep:
         if not self.buffers and not self.stored:   # a merge that only makes the next fusion possible
             return f"{how} {what} into the nest of {into} over {self.depth} shared axis(es): {self.reason}"
         stay = "stays" if len(self.buffers) == 1 and self.action == FUSE else "stay"
-        stored = (f"; the outputs {', '.join(self.stored)} are read where computed and stored once"
-                  if self.stored else "")
+        stored = f"; {', '.join(self.stored)} read where computed and stored once" if self.stored else ""
         kept_text = f"{kept} {stay} in registers" if self.buffers else "no intermediate"
         return (f"{how} {what} into the nest of {into} over {self.depth} shared axis(es); "
                 f"{kept_text}{stored}: {saved}")

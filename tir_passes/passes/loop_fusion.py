@@ -143,7 +143,8 @@ class FusionCandidate:   # a producer's consumer, the leading loops they share (
 
 def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates, limits: BackendLimits) -> FusionCandidate:
     """The candidate for a producer in a nest of its own that writes only intermediates (one, or
-    several such as a block computing two moments)."""
+    several such as a block computing two moments), or outputs (`intermediates` names them too): an
+    output read by several nests keeps its store, so its first reader nest is a candidate alone."""
     written = _writes(producer)
     if not written or any(buf.name not in intermediates for buf in written):
         return FusionCandidate(None)
@@ -152,6 +153,13 @@ def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates, limits: Backen
     if not read or set().union(*nests) == {_nest_index(sch, producer.name_hint)}:
         return FusionCandidate(None)
     consumer = read[0][1][0]
+    stores_only_outputs = not _kept_and_stored(sch, written)[0]
+    if stores_only_outputs:
+        # outputs stay stored for their other readers: the first reader nest may move under the producer alone
+        own = _nest_index(sch, producer.name_hint)
+        consumer = next(r for _, readers in read for r in readers if _nest_index(sch, r) != own)
+        read = [(buf, readers) for buf, readers in read if consumer in readers]
+        nests = [{_nest_index(sch, consumer)} for _ in read]
     predicate = _realize_of(sch, producer.name_hint).predicate
     if not (isinstance(predicate, tirx.IntImm) and predicate.value == 1):
         # compute_at re-derives the producer's loops from the region the consumer reads and drops
@@ -405,6 +413,9 @@ def _fuse_over_shared_axes(sch, intermediates: set[str], decisions: list[FusionS
                     action, (producer.name_hint,), (consumer,), taken=False, reason=failure
                 )
                 continue
+            # a refusal may not stand once the nests changed (normalize under var's nest needs mean's there
+            # first, for a training forward's statistics): try every producer again
+            refused.clear()
             progress = True
             break
     root = sch.get(sch.get_sblock("root"))
