@@ -134,3 +134,23 @@ def test_the_op_runs_the_training_forward_and_passes_the_saved_values_to_the_bac
     saved = kernel.save(str(tmp_path) + "/")
     assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(saved), kernel.backward_link.module,
                                                    kernel.backward_link.training])
+
+
+def test_a_training_step_through_the_saved_values_op_compiles_with_fullgraph():
+    """LayerNorm's op with saved mean and variance under torch.compile(fullgraph=True): the training forward's op,
+    its saved outputs kept by setup_context, the backward traced into the backward graph; torch's gradients."""
+    op = compile(make_layernorm(ROWS, COLS), wrt=["X", "gamma", "beta"], save="auto",
+                 verify=False).as_torch_op("tirsaved::layernorm")
+    generator = torch.Generator().manual_seed(1)
+    x, target = torch.randn(ROWS, COLS, generator=generator), torch.randn(ROWS, COLS, generator=generator)
+    gamma = torch.nn.Parameter(torch.randn(COLS, generator=generator))
+    beta = torch.nn.Parameter(torch.randn(COLS, generator=generator))
+
+    def loss_of(x, gamma, beta, norm):
+        return ((norm(x, gamma, beta) - target) ** 2).mean()
+
+    torch.compile(loss_of, fullgraph=True, backend="aot_eager")(x, gamma, beta, op).backward()
+    ours = gamma.grad.clone(), beta.grad.clone()
+    gamma.grad = beta.grad = None
+    loss_of(x, gamma, beta, lambda x, g, b: F.layer_norm(x, (COLS,), g, b, 1e-5)).backward()
+    torch.testing.assert_close(ours, (gamma.grad, beta.grad), rtol=1e-4, atol=1e-6)
