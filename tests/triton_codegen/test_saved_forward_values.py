@@ -154,3 +154,16 @@ def test_a_training_step_through_the_saved_values_op_compiles_with_fullgraph():
     gamma.grad = beta.grad = None
     loss_of(x, gamma, beta, lambda x, g, b: F.layer_norm(x, (COLS,), g, b, 1e-5)).backward()
     torch.testing.assert_close(ours, (gamma.grad, beta.grad), rtol=1e-4, atol=1e-6)
+
+
+def test_symbolic_rows_save_the_sum_of_squares_and_compile_with_every_check():
+    """RMSNorm with symbolic rows: its (rows,) sum of squares is smaller than the (rows, 13) X it reads (a symbolic
+    axis counts alike on both sides); the training forward (one kernel) and the backward pass every check."""
+    from rmsnorm import make_rmsnorm
+
+    forward = make_rmsnorm(13)
+    backward = differentiate(forward, ["X", "weight"], save="auto")
+    assert signature(backward).saved == ("sum_sq",)
+    training = compile_and_check(training_forward(forward, signature(backward).saved), aot=False)
+    assert len(training.program.kernels) == 1
+    compile_and_check(backward, aot=False)

@@ -34,6 +34,7 @@ from .build import loads_in
 from .forward import ForwardBlock, ForwardProgram
 
 AUTO = "auto"
+SYMBOLIC_EXTENT = 1 << 31
 REDUCTIONS = (SUM, PROD, MAX, MIN)
 
 
@@ -150,11 +151,9 @@ def _largest_read(forward: ForwardProgram, block: ForwardBlock) -> int:
 
 
 def _elements(buffer) -> int:
-    extents = [int(e) if isinstance(e, (int, tirx.IntImm)) else None for e in buffer.shape]
-    if None in extents:
-        # a symbolic extent: compare shapes by their static part; the symbolic axes count as large
-        return prod(e if e is not None else 1 << 31 for e in extents)
-    return prod(extents)
+    """The buffer's element count; a symbolic axis (RMSNorm's `rows`) counts as SYMBOLIC_EXTENT, larger than any
+    static one, so that shapes sharing it compare by their static axes."""
+    return prod(int(e) if isinstance(e, (int, tirx.IntImm)) else SYMBOLIC_EXTENT for e in buffer.shape)
 
 
 def _distinct_outputs(forward: ForwardProgram) -> list:
