@@ -77,11 +77,28 @@ def generate(folder: str, profile: str = "full", only: set[str] | None = None) -
             "goal": case.goal.as_json(), "deterministic": case.deterministic,
             "generate_s": round(time.perf_counter() - started, 2),
             "float32_matmul_precision": kernel.program.float32_matmul_precision,
-            "model": _model(kernel, shape_vars)})
+            "model": _model(kernel, shape_vars),
+            **_training_entry(case, sizes, folder, shape_vars)})
         print(f"{case.name}: {entries[-1]['kernels']} kernel(s) in {entries[-1]['generate_s']:.1f}s", flush=True)
     with open(os.path.join(folder, MANIFEST), "w") as handle:
         json.dump(entries, handle, indent=1)
     return entries
+
+
+def _training_entry(case, sizes: dict, folder: str, shape_vars: dict) -> dict:
+    """A backward with saved values: its training forward's module (run first, untimed, to make them) and its
+    parameters; the backward's parameters that are the saved values."""
+    if case.training is None:
+        return {}
+    from tir_passes.contracts.autodiff import signature
+    from triton_codegen import compile
+
+    kernel = compile(case.training(sizes), verify=False, deterministic=case.deterministic, **case.options)
+    path = kernel.save(os.path.join(folder, case.name + "_training.py"))
+    params = [{"name": p.name, "dtype": p.dtype, "shape": [d if isinstance(d, int) else shape_vars[d] for d in p.shape]}
+              for p in kernel.program.params]
+    saved = list(signature(case.make(sizes)).saved)
+    return {"training": {"module": os.path.basename(path), "params": params, "saved": saved}}
 
 
 def _model(kernel, shape_vars: dict) -> dict:
@@ -292,8 +309,10 @@ def _run_case(folder: str, case: dict, device: str, timer: _Timer, deadline: flo
     try:
         module = _load(os.path.join(folder, case["module"]))
         args = _arguments(case, device)
-        expected = suite_torch.reference(case["program"], args)
-        peers = suite_torch.peers(case["program"], device)
+        _fill_saved_values(folder, case, args, device)
+        plain, positions = _without_saved(case, args)
+        expected = {positions[k]: v for k, v in suite_torch.reference(case["program"], plain).items()}
+        peers = {name: _on_plain(peer, case) for name, peer in suite_torch.peers(case["program"], device).items()}
     except Exception as err:  # noqa: BLE001 - reported in the table, the other cases go on
         result["error"] = f"{type(err).__name__}: {err}"[:2000]
         return result
@@ -345,6 +364,38 @@ def _arguments(case: dict, device: str) -> list:
             tensor.fill_(float("nan") if tensor.is_floating_point() else torch.iinfo(dtype).min)
         args.append(tensor)
     return args
+
+
+def _fill_saved_values(folder: str, case: dict, args: list, device: str) -> None:
+    """A backward with saved values: run its training forward (our module, what a user runs) on the case's
+    inputs and put the values it saves where the backward takes them (untimed)."""
+    training = case.get("training")
+    if training is None:
+        return
+    import torch
+
+    module = _load(os.path.join(folder, training["module"]))
+    by_name = {p["name"]: a for p, a in zip(case["params"], args)}
+    tensors = [by_name[p["name"]] if p["name"] in by_name and p["name"] not in training["saved"]
+               else torch.empty(p["shape"], dtype=getattr(torch, p["dtype"]), device=device)
+               for p in training["params"]]
+    module.run(*tensors)
+    made = {p["name"]: t for p, t in zip(training["params"], tensors)}
+    for index, param in enumerate(case["params"]):
+        if param["name"] in training["saved"]:
+            args[index] = made[param["name"]]
+
+
+def _without_saved(case: dict, args: list) -> tuple[list, dict]:
+    """(the arguments without the saved values, as the torch side takes a backward's: inputs, output gradient,
+    gradients; {index among those: index among all})."""
+    saved = set((case.get("training") or {}).get("saved", ()))
+    kept = [index for index, param in enumerate(case["params"]) if param["name"] not in saved]
+    return [args[index] for index in kept], dict(enumerate(kept))
+
+
+def _on_plain(peer, case: dict):
+    return lambda args: peer(_without_saved(case, args)[0])
 
 
 def _error_limit(case: dict) -> float:

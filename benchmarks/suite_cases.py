@@ -32,7 +32,8 @@ from softmax import make_softmax  # noqa: E402
 from swiglu import make_swiglu  # noqa: E402
 from transpose import make_transpose  # noqa: E402
 
-from tir_passes import differentiate  # noqa: E402
+from tir_passes import differentiate, training_forward  # noqa: E402
+from tir_passes.contracts.autodiff import signature  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,20 @@ class Case:
     shape_vars: Callable[[dict], dict] = lambda s: {}   # symbolic sizes the module binds from tensors
     deterministic: bool = False                   # compile(deterministic=True) (docs/determinism.md)
     options: dict = field(default_factory=dict)   # other compile() options (float32_matmul_precision)
+    # a backward with saved forward values: sizes -> its training forward (tir_passes.training_forward), which the
+    # run executes first to make the saved values the backward takes; only the backward is timed
+    training: Callable[[dict], object] | None = None
+
+
+def _saved_backward(make_forward: Callable[[dict], object], wrt: list[str]) -> dict:
+    """A backward case's `make` and `training`: the backward with the intermediates saved that the cost rule
+    saves (differentiate(save="auto")), and the training forward that writes them."""
+    def make(s):
+        return differentiate(make_forward(s), wrt, save="auto")
+
+    def training(s):
+        return training_forward(make_forward(s), signature(make(s)).saved)
+    return dict(make=make, training=training)
 
 
 BEST = "the best peer"   # suite_report.BEST: the goal is against the fastest peer of the run
@@ -138,18 +153,18 @@ CASES = (
          ROWS, dict(M=37, N=48), lambda s: 3 * s["M"] * s["N"] * 2, goal=Goal(copy_fraction=0.90),
          shape_vars=lambda s: {"rows": s["M"]}),
     Case("layernorm_backward_fp16_16384x8192", "layernorm_backward",
-         lambda s: differentiate(make_layernorm(s["M"], s["N"], "float16"), ["X", "gamma", "beta"]),
-         ROWS, dict(M=37, N=48), lambda s: 3 * s["M"] * s["N"] * 2, goal=Goal(copy_fraction=0.90)),
+         full=ROWS, smoke=dict(M=37, N=48), bytes=lambda s: 3 * s["M"] * s["N"] * 2, goal=Goal(copy_fraction=0.90),
+         **_saved_backward(lambda s: make_layernorm(s["M"], s["N"], "float16"), ["X", "gamma", "beta"])),
     Case("matmul_backward_fp16_4096", "matmul_backward",
          lambda s: differentiate(make_matmul(s["M"], s["N"], s["K"]), ["A", "B"]),
          dict(M=4096, N=4096, K=4096), dict(M=67, N=48, K=40),
          lambda s: 2 * (s["M"] * s["K"] + s["K"] * s["N"]) * 2 + s["M"] * s["N"] * 4,
          lambda s: 4 * s["M"] * s["N"] * s["K"], Goal(versus=(("cuBLAS (torch autograd)", 0.90),))),
     Case("attention_backward_fp16_b2h16s2048d128", "attention_backward",
-         lambda s: differentiate(make_attention(s["B"], s["H"], s["S"], s["D"]), ["Q", "K", "V"]),
-         dict(B=2, H=16, S=2048, D=128), dict(B=1, H=2, S=37, D=16),
-         lambda s: 8 * s["B"] * s["H"] * s["S"] * s["D"] * 2, lambda s: 5 * _attention_flops(s, causal=False) // 2,
-         Goal(versus=((BEST, 0.70),))),
+         full=dict(B=2, H=16, S=2048, D=128), smoke=dict(B=1, H=2, S=37, D=16),
+         bytes=lambda s: 8 * s["B"] * s["H"] * s["S"] * s["D"] * 2,
+         flops=lambda s: 5 * _attention_flops(s, causal=False) // 2, goal=Goal(versus=((BEST, 0.70),)),
+         **_saved_backward(lambda s: make_attention(s["B"], s["H"], s["S"], s["D"]), ["Q", "K", "V"])),
     # the same computations written as users write them (docs/canonical-forms.md): the same kernel
     Case("attention_causal_inline_mask_fp16_b4h32s4096d128", "attention_causal",
          lambda s: make_attention_inline_mask(s["B"], s["H"], s["S"], s["D"]),

@@ -161,3 +161,20 @@ def test_the_model_column_judges_the_prediction_against_the_measured_time():
     summary = suite_report._model_summary([softmax, matmul, attention])
     assert summary == ("The hardware model within 25% of the measured time: 1 of 2 cases; "
                        "outside: matmul (2.00×).")
+
+
+def test_smoke_run_of_a_backward_with_saved_values_runs_the_training_forward_first(tmp_path):
+    """The attention backward takes the row statistics the training forward saves (differentiate(save="auto")):
+    the run makes them with our training forward module on the case's inputs, untimed, then checks and times
+    the backward alone; the reference and the peers take the inputs and the output gradient as before."""
+    only = {"attention_backward_fp16_b2h16s2048d128"}
+    assert suite.smoke_run(str(tmp_path), only) == 0
+    manifest = json.loads((tmp_path / suite.MANIFEST).read_text())
+    (entry,) = manifest
+    assert entry["training"]["saved"] == ["row_max", "row_sum", "acc"]
+    assert (tmp_path / entry["training"]["module"]).exists()
+    with open(tmp_path / "out" / "suite.json") as handle:
+        (case,) = json.load(handle)["cases"]
+    # Q, K, V, row_max, row_sum, acc, d_O, then the gradients d_Q, d_K, d_V
+    assert case["ours"]["ok"] and sorted(case["ours"]["rel_error"]) == ["7", "8", "9"]
+    assert all(peer["ok"] for peer in case["peers"].values())

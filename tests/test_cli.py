@@ -151,6 +151,22 @@ def test_grad_writes_the_forward_and_its_backward(tmp_path):
     assert "d_X = drmsnorm/dX, d_weight = drmsnorm/dweight" in done.stdout
 
 
+def test_grad_with_saved_values_writes_the_training_forward_too(tmp_path):
+    out = tmp_path / "out"
+    done = cli("grad", os.path.join(EXAMPLES, "layernorm.py"), "--wrt", "X,gamma,beta", "--save", "auto",
+               "-o", str(out), "--no-verify")
+    assert done.returncode == 0, done.stderr
+    assert "layernorm_training.py" in os.listdir(out)
+    module = (out / "layernorm.py").read_text()
+    assert "'saved': ('mean', 'var')" in module and "'training': 'layernorm_training.py'" in module
+    assert "saving mean, var" in done.stdout
+
+
+def test_grad_refuses_a_save_of_what_the_backward_does_not_read():
+    done = cli("grad", os.path.join(EXAMPLES, "layernorm.py"), "--wrt", "X", "--save", "Y", "-o", "unused")
+    assert_clean_error(done, "save names 'Y', which is not an intermediate the backward reads")
+
+
 def test_grad_refuses_what_it_cannot_differentiate_in_one_paragraph():
     # topi's arg-max: its value is differentiable (an intermediate here), its one output an integer index
     done = cli("grad", os.path.join(EXAMPLES, "argmax.py"), "--wrt", "A", "-o", "unused")

@@ -23,6 +23,7 @@ _EXPORTS = {
     "pass_names": "tir_passes.pipeline",
     "run_pipeline": "tir_passes.pipeline",
     "differentiate": "tir_passes.passes.autodiff",
+    "training_forward": "tir_passes.passes.autodiff",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -189,7 +189,8 @@ def second_opinion(reference: ReferenceRun, results: list[dict[str, np.ndarray]]
         evaluated = [evaluate(reference.concrete, data, scalars) for data in reference.datasets]
     except NotEvaluated as err:
         return mismatches, f"none (the independent evaluation cannot run this program: {err})"
-    independent = ReferenceRun(reference.func, reference.concrete, reference.datasets, reference.scalars, evaluated)
+    independent = ReferenceRun(reference.func, reference.concrete, reference.datasets, reference.scalars, evaluated,
+                               reference.rounded)
     kernel_wrong = independent.mismatches(results)
     if kernel_wrong:
         tvm_wrong = independent.mismatches(reference.outputs)

@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     grad.add_argument("-o", "--out-dir", required=True)
     grad.add_argument("--dump-dir", help="also write the stage dumps here (the backward's in DUMP_DIR/backward)")
     grad.add_argument("--no-verify", action="store_true", help="skip the per-pass verification")
+    grad.add_argument("--save", metavar="auto|A,B",
+                      help="forward intermediates a training forward saves for the backward instead of it "
+                      "recomputing them: auto (the cost rule) or names (docs/autodiff.md)")
 
     verify = commands.add_parser(
         "verify", help="compile with every check, run the kernel against TVM, and compile it for sm_90/sm_80"
@@ -233,7 +236,8 @@ def cmd_grad(args) -> int:
 
     mod, name = load_target(args.target)
     wrt = [item.strip() for item in args.wrt.split(",") if item.strip()]
-    kernel = compile(mod, dump_dir=args.dump_dir, verify=not args.no_verify, gpu=args.gpu, wrt=wrt)
+    save = args.save if args.save in (None, "auto") else [item.strip() for item in args.save.split(",") if item.strip()]
+    kernel = compile(mod, dump_dir=args.dump_dir, verify=not args.no_verify, gpu=args.gpu, wrt=wrt, save=save)
     os.makedirs(args.out_dir, exist_ok=True)
     path = kernel.save(args.out_dir)
     backward = kernel.backward
@@ -244,10 +248,16 @@ def cmd_grad(args) -> int:
     manifest = os.path.join(args.out_dir, "manifest.json")  # one per folder, both modules in it
     kernel.write_manifest(manifest)
     backward.write_manifest(manifest, kernel.backward_link.module)
+    training = ""
+    if kernel.training is not None:
+        kernel.training.write_manifest(manifest, kernel.backward_link.training)
+        saved = ", ".join(kernel.backward_link.saved)
+        training = (f", {os.path.join(args.out_dir, kernel.backward_link.training)} (the training forward, "
+                    f"{len(kernel.training.program.kernels)} kernel(s), saving {saved})")
     grads = ", ".join(f"{d} = d{name}/d{x}" for d, x in kernel.backward_link.grads)
     print(
         f"wrote {path} ({len(kernel.program.kernels)} kernel(s)), {backward_path} "
-        f"({len(backward.program.kernels)} kernel(s): {grads}), {tir_path} and {manifest}"
+        f"({len(backward.program.kernels)} kernel(s): {grads}){training}, {tir_path} and {manifest}"
     )
     return 0
 

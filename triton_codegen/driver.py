@@ -21,7 +21,7 @@ from tir_passes.contracts.autodiff import signature
 from tir_passes.contracts.gpu_specs import gpu_spec
 from tir_passes.errors import FrontendError, VerificationError
 from tir_passes.infra.frontend import as_module
-from tir_passes.passes.autodiff import differentiate
+from tir_passes.passes.autodiff import differentiate, training_forward
 from tir_passes.pipeline import CHECKS, run_pipeline
 
 from . import loader
@@ -40,7 +40,7 @@ def structural_hash_hex(func) -> str:
 def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | None = None, verify: bool = True,
             gpu: str = "H200", passes=None, disable=(), float32_matmul_precision: str | None = None,
             allow_tf32: bool | None = None, debug: bool = False, backend: str = "triton",
-            wrt=None, deterministic: bool = False) -> CompiledKernel:  # noqa: A001
+            wrt=None, save=None, deterministic: bool = False) -> CompiledKernel:  # noqa: A001
     """Compile an S-TIR PrimFunc (or one PrimFunc of an IRModule) with a registered backend.
 
     float32_matmul_precision: how every tl.dot with fp32 operands computes, in PyTorch's names
@@ -51,6 +51,10 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     wrt: parameter names; the backward (`tir_passes.differentiate(func, wrt)`) is compiled too, the
     same way (its dumps in `dump_dir/backward`), as `kernel.backward`; the module names it, so
     `as_torch_op` registers its autograd formula and `save` writes both (docs/autodiff.md).
+    save: with wrt, which forward intermediates a training forward saves for the backward instead of it
+    recomputing them (`differentiate(func, wrt, save=...)`: None, "auto" or names). The training forward
+    (`tir_passes.training_forward`) is compiled too, as `kernel.training` (dumps in `dump_dir/training`); the
+    op runs it, keeps the saved values in setup_context and passes them to the backward.
 
     backend="gluon": a thread-bound schedule with shared staging (examples/shared_memory.py) to a
     Gluon module whose shared layouts are BankConflictFreeTiling's (triton_codegen/gluon; GPU only).
@@ -75,13 +79,20 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
     # backend can express (an external symbol would be JIT-linked by the numerics reference)
     check_input(mod)
     chosen.check_supported(mod["main"], name)
-    backward = None
+    backward = training = None
+    if save is not None and wrt is None:
+        raise FrontendError("save names forward values to keep for the backward; give wrt too")
     if wrt is not None:
-        backward_func = differentiate(mod["main"], wrt)
-        backward = compile(backward_func, dump_dir=os.path.join(dump_dir, "backward") if dump_dir else None,
+        def compile_part(func, folder: str):
+            return compile(func, dump_dir=os.path.join(dump_dir, folder) if dump_dir else None,
                            verify=verify, gpu=gpu, passes=passes, disable=disable, float32_matmul_precision=precision,
                            debug=debug, backend=backend, deterministic=deterministic)
-        link = link_for(signature(backward_func), backward.name)
+
+        backward_func = differentiate(mod["main"], wrt, save=save)
+        backward = compile_part(backward_func, "backward")
+        saved = signature(backward_func).saved
+        training = compile_part(training_forward(mod["main"], saved), "training") if saved else None
+        link = link_for(signature(backward_func), backward.name, training.name if training is not None else None)
     pipeline = list(passes) if passes is not None else \
         chosen.pipeline(gpu, deterministic=True) if deterministic else chosen.pipeline(gpu)
     result = run_pipeline(mod, pipeline, dump_dir=dump_dir, checks=CHECKS if verify else (), disable=disable)
@@ -92,7 +103,7 @@ def compile(func_or_module, *, func_name: str | None = None, dump_dir: str | Non
         raise FrontendError("deterministic=True, but the passes given do not tile deterministically (build them "
                             "with default_pipeline(gpu, deterministic=True))")
     if backward is not None:
-        kernel = kernel.with_backward(backward, link)
+        kernel = kernel.with_backward(backward, link, training)
     kernel.float32_matmul_precision = precision
     kernel.advice = chosen.advise(kernel.program, result.module["main"], gpu_spec(gpu))
     if dump_dir:

@@ -121,9 +121,14 @@ def _as_torch_op_function(program: TileProgram, src: Source, backward: BackwardL
         grads = ", ".join(x for _, x in backward.grads)
         src.line("interpreter a torch.library.custom_op. It trains: the backward module (BACKWARD) is registered")
         src.line('as `qualname + "_backward"` and attached with torch.library.register_autograd')
-        src.line(f'(gradients of {grads})."""')
-        src.line("op = register_torch_op(qualname, PARAMS, OUTPUTS, _prepare, LAUNCHERS, CONFIGS, CHOSEN)")
-        src.line("return register_backward(op, qualname, PARAMS, OUTPUTS, BACKWARD, __file__)")
+        if backward.training is None:
+            src.line(f'(gradients of {grads})."""')
+            src.line("op = register_torch_op(qualname, PARAMS, OUTPUTS, _prepare, LAUNCHERS, CONFIGS, CHOSEN)")
+            src.line("return register_backward(op, qualname, PARAMS, OUTPUTS, BACKWARD, __file__)")
+            return
+        src.line(f"(gradients of {grads}). The op runs the training forward ({backward.training}), which also")
+        src.line(f'writes {", ".join(backward.saved)} for the backward; the function returned gives the outputs."""')
+        src.line("return register_training(qualname, OUTPUTS, BACKWARD, __file__)")
 
 
 def _launch_function(kernel: TileKernel, plan: DescriptorPlan | None, src: Source) -> None:

@@ -47,11 +47,13 @@ class CompiledKernel:
         self.check_report = None   # the kernel check compile(verify=True) ran
         self.backward: CompiledKernel | None = None       # compile(wrt=...): the backward, which as_torch_op attaches
         self.backward_link: BackwardLink | None = None
+        self.training: CompiledKernel | None = None       # compile(wrt=..., save=...): the training forward the op runs
         self.float32_matmul_precision: str | None = None   # what compile() used (lowering/matmul_precision.py)
         self.advice: tuple = ()     # what costs speed and what to write instead (advice.py; the Triton backend)
         self._path: str | None = None
 
-    def with_backward(self, backward: CompiledKernel, link: BackwardLink) -> CompiledKernel:
+    def with_backward(self, backward: CompiledKernel, link: BackwardLink,
+                      training: CompiledKernel | None = None) -> CompiledKernel:
         """This kernel with its module naming `backward` (docs/autodiff.md); a backend that cannot
         attach one refuses."""
         raise FrontendError(f"the {self.backend} backend does not attach a backward (compile(wrt=...)): use triton")
@@ -65,6 +67,7 @@ class CompiledKernel:
         files = [(path, self.source)]
         if self.backward is not None:
             files.append((os.path.join(os.path.dirname(path), self.backward_link.module), self.backward.source))
+        files += [(os.path.join(os.path.dirname(path), name), text) for name, text in self._siblings()]
         for file_path, text in files:
             try:
                 with open(file_path, "w") as handle:
@@ -76,10 +79,16 @@ class CompiledKernel:
     def module_file(self) -> str:
         if self._path is None and self.backward is not None:
             self._path = loader.module_pair_path(self.source, self.name, self.backward.source,
-                                                 self.backward_link.module)
+                                                 self.backward_link.module, self._siblings())
         if self._path is None:
             self._path = loader.module_path(self.source, self.name)
         return self._path
+
+    def _siblings(self) -> tuple[tuple[str, str], ...]:
+        """(file, source) of the modules the forward imports from beside itself other than the backward."""
+        if self.training is None:
+            return ()
+        return ((self.backward_link.training, self.training.source),)
 
     def module(self, interpret: bool | None = None):
         return loader.import_module(self.module_file(), interpret_mode(interpret))
@@ -147,9 +156,10 @@ class TritonKernel(CompiledKernel):
     def tile_ir(self) -> str:
         return format_program(self.program)
 
-    def with_backward(self, backward: CompiledKernel, link: BackwardLink) -> TritonKernel:
+    def with_backward(self, backward: CompiledKernel, link: BackwardLink,
+                      training: CompiledKernel | None = None) -> TritonKernel:
         kernel = TritonKernel(self.name, emit_module(self.program, link), self.program, self.tir, self.pipeline)
-        kernel.backward, kernel.backward_link = backward, link
+        kernel.backward, kernel.backward_link, kernel.training = backward, link, training
         return kernel
 
     def kernels_manifest(self) -> list[dict]:

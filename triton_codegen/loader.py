@@ -64,13 +64,16 @@ def write_atomically(path: str, text: str) -> None:
         raise
 
 
-def module_pair_path(source: str, name: str, backward_source: str, backward_file: str) -> str:
+def module_pair_path(source: str, name: str, backward_source: str, backward_file: str,
+                     siblings: tuple[tuple[str, str], ...] = ()) -> str:
     """A module and its backward, `<name>.py` and `backward_file` in one folder of their own (the
-    forward imports the backward from beside itself); returns the forward's path."""
-    digest = hashlib.sha256((source + backward_source).encode()).hexdigest()[:12]
+    forward imports the backward, and any (file, source) `siblings` such as a training forward, from
+    beside itself); returns the forward's path."""
+    texts = [source, backward_source, *(text for _, text in siblings)]
+    digest = hashlib.sha256("".join(texts).encode()).hexdigest()[:12]
     folder = os.path.join(_CACHE_DIR, f"{file_stem(name)}_{digest}")
     os.makedirs(folder, exist_ok=True)
-    for file_name, text in ((f"{file_stem(name)}.py", source), (backward_file, backward_source)):
+    for file_name, text in ((f"{file_stem(name)}.py", source), (backward_file, backward_source), *siblings):
         path = os.path.join(folder, file_name)
         if _content(path) != text:
             write_atomically(path, text)

@@ -22,6 +22,10 @@ output gradients and the input gradients. `register_backward` imports that modul
 mode, registers it as the op `qualname + "_backward"` and attaches it with
 `torch.library.register_autograd`, so the op trains, under torch.compile too (the backward op has
 its fake implementation like any other).
+With saved intermediates (BACKWARD's "training" and "saved"), `register_training` registers the training
+forward's module (beside this one) as the op `qualname` instead: it returns the forward's outputs and then the
+saved values; setup_context keeps those, the backward takes them after the forward values it reads, and the
+function returned to the caller gives the forward's outputs only.
 Assumes: torch >= 2.6 (wrap_triton); the module's mode (`_INTERPRETED`) is fixed at import.
 """
 
@@ -83,10 +87,11 @@ def register_backward(op, qualname, params, outputs, backward, module_file):
     other arguments."""
     if backward is None:
         return op
-    backward_op = _import_backward(module_file, backward["module"]).as_torch_op(qualname + "_backward")
+    backward_op = _import_sibling(module_file, backward["module"]).as_torch_op(qualname + "_backward")
     arguments = tuple(p[0] for p in params if p[0] not in outputs)
     reads = tuple(backward["reads"])
-    tensors = tuple(name for name in reads if _is_buffer(params, name))
+    saved = tuple(backward.get("saved", ()))
+    tensors = tuple(name for name in reads if _is_buffer(params, name)) + saved
 
     def setup_context(ctx, inputs, output):
         values = dict(zip(arguments, inputs))
@@ -98,8 +103,8 @@ def register_backward(op, qualname, params, outputs, backward, module_file):
         values = dict(zip(tensors, ctx.saved_tensors))
         values.update(ctx.scalars)
         incoming = dict(zip(outputs, grads))
-        result = backward_op(*(values[name] for name in reads),
-                             *(incoming[output].contiguous() for _, output in backward["output_grads"]))
+        result = backward_op(*(values[name] for name in reads), *(values[name] for name in saved),
+                             *(_gradient(incoming[output], values, output) for _, output in backward["output_grads"]))
         result = result if isinstance(result, tuple) else (result,)
         by_input = {name: grad for (_, name), grad in zip(backward["grads"], result)}
         return tuple(by_input.get(name) for name in arguments)
@@ -108,19 +113,41 @@ def register_backward(op, qualname, params, outputs, backward, module_file):
     return op
 
 
+def register_training(qualname, outputs, backward, module_file):
+    """The training forward (BACKWARD["training"], beside this module) as the op `qualname`, trained by the
+    backward with the saved values it writes; returns a function giving this module's outputs only."""
+    training = _import_sibling(module_file, backward["training"])
+    op = training.as_torch_op(qualname)
+    register_backward(op, qualname, training.PARAMS, training.OUTPUTS, backward, module_file)
+    count = len(outputs)
+
+    def forward(*args):
+        result = op(*args)
+        return result[0] if count == 1 else tuple(result[:count])
+
+    forward.__name__, forward.training_op = qualname.partition("::")[2], op
+    return forward
+
+
+def _gradient(grad, values, output):
+    """The output's incoming gradient, contiguous (zeros where autograd passes none)."""
+    return torch.zeros_like(values[output]) if grad is None else grad.contiguous()
+
+
 def _is_buffer(params, name):
     return next(p[1] for p in params if p[0] == name) == "buffer"
 
 
-def _import_backward(module_file, file_name):
-    """The backward's module, beside this one, imported in this module's Triton mode."""
+def _import_sibling(module_file, file_name):
+    """A module this one links (its backward, its training forward), beside it, imported in this module's
+    Triton mode."""
     import importlib.util
     import sys
 
     path = os.path.join(os.path.dirname(os.path.abspath(module_file)), file_name)
     if not os.path.exists(path):
-        raise LaunchError(f"the backward's module {file_name} is not beside {os.path.basename(module_file)}: save "
-                          "both (kernel.save writes them together)")
+        raise LaunchError(f"the linked module {file_name} is not beside {os.path.basename(module_file)}: save "
+                          "them together (kernel.save writes them together)")
     key = f"tir_triton_backward_{'interp' if _INTERPRETED else 'gpu'}_{path}"
     if key in sys.modules:
         return sys.modules[key]

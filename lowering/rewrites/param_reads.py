@@ -141,7 +141,10 @@ def _slice(sum_expr, analyzer: sym.Analyzer):
 
 def _is_whole_dimension(sum_expr, dim, analyzer: sym.Analyzer) -> bool:
     """The index covers [0, dim): iter-map normal form is one split of scale 1, from base 0, over dim
-    values (a surjective map of a fused loop nest takes that form; any other form counts as not)."""
+    values (a surjective map of a fused loop nest takes that form; any other form counts as not). A
+    dimension of 1 indexed by the constant 0 (a batch of one, its loop gone) is whole too."""
+    if not sum_expr.args:
+        return analyzer.can_prove_equal(sum_expr.base, 0) and analyzer.can_prove_equal(dim, 1)
     if len(sum_expr.args) != 1:
         return False
     split = sum_expr.args[0]

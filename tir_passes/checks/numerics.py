@@ -6,7 +6,7 @@ PrimFunc, built by TVM itself. Symbolic shape variables are bound to small odd s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
@@ -16,6 +16,7 @@ from tvm import tirx
 
 from tir_passes.checks.accumulation import WidenedEntry, widen_accumulators
 from tir_passes.checks.data_ranges import value_ranges
+from tir_passes.checks.rounded_operands import rounded_buffers
 from tir_passes.checks.sandbox import Crash, run_isolated
 from tir_passes.errors import UndefinedBehaviourError, UnsupportedConstructError
 from tir_passes.analyses.nest import vars_of
@@ -36,6 +37,11 @@ TOLERANCES = {  # (rtol, atol) per dtype of a compared output
 class Tolerance:
     rtol: float
     atol: float
+
+
+def loosest(dtypes) -> str:
+    """The dtype of the widest tolerance among `dtypes` (None entries skipped)."""
+    return max((d for d in dtypes if d is not None), key=lambda d: TOLERANCES.get(d, (0.0, 0.0)))
 
 
 def tolerance_for(dtype: str, scale: float = 1.0) -> Tolerance:
@@ -261,9 +267,10 @@ def compare_arrays(
     dtype: str,
     scale: float = 1.0,
     tolerance_dtype: str | None = None,
+    atol_scale: float = 1.0,
 ) -> str | None:
     """None when equal within the dtype's tolerance (or `tolerance_dtype`'s: an fp32 result of a
-    tf32 or bf16 tl.dot), else a one-paragraph description."""
+    tf32 or bf16 tl.dot; its atol times `atol_scale`), else a one-paragraph description."""
     if expected.shape != actual.shape:
         return f"{name}: shape {actual.shape} != expected {expected.shape}"
     if not (dtype.startswith("float") or dtype == "bfloat16"):
@@ -283,7 +290,7 @@ def compare_arrays(
     finite = ~(nan_exp | inf_exp)
     tol = tolerance_for(tolerance_dtype or dtype, scale)
     diff = np.abs(exp64 - act64)
-    limit = tol.atol + tol.rtol * np.abs(exp64)
+    limit = tol.atol * atol_scale + tol.rtol * np.abs(exp64)
     bad = np.argwhere(finite & (diff > limit))
     if len(bad):
         idx = tuple(int(i) for i in bad[0])
@@ -304,6 +311,9 @@ class ReferenceRun:
     datasets: list[dict[str, np.ndarray]]
     scalars: dict[str, object]
     outputs: list[dict[str, np.ndarray]]
+    # {output: the narrower float type its value was rounded to on the way}: compared at that type's
+    # tolerance (checks/rounded_operands.py)
+    rounded: dict[str, str] = field(default_factory=dict)
 
     @property
     def inputs(self) -> dict[str, np.ndarray]:
@@ -321,13 +331,14 @@ class ReferenceRun:
         outputs = run_sets(entry, concrete, datasets, _scalars_for(concrete, scalars))
         if isinstance(outputs, SetCrash):
             raise UndefinedBehaviourError(_undefined_behaviour(func, outputs, seed))
-        return cls(func, concrete, datasets, scalars, outputs)
+        return cls(func, concrete, datasets, scalars, outputs, rounded_buffers(concrete))
 
     def mismatches(
         self, results: list[dict[str, np.ndarray]], scale: float = 1.0, checked_as: dict[str, str] | None = None
     ) -> list[str]:
         """Problems of `results` against the outputs; `checked_as` maps an output dtype to the dtype
-        whose tolerance it is compared at (fp32 outputs of reduced-precision dots)."""
+        whose tolerance it is compared at (fp32 outputs of reduced-precision dots). An output computed
+        from operands the program rounds to a narrower type is compared at that type's (`rounded`)."""
         dtypes = {b.name: str(b.dtype) for b in buffer_params(self.concrete)}
         problems = []
         for label, expected_set, actual_set in zip(DATA_SET_LABELS, self.outputs, results):
@@ -338,11 +349,22 @@ class ReferenceRun:
                     actual_set[name],
                     dtypes[name],
                     scale,
-                    (checked_as or {}).get(dtypes[name]),
+                    loosest([dtypes[name], (checked_as or {}).get(dtypes[name]), self.rounded.get(name)]),
+                    _magnitude(expected_set[name]) if name in self.rounded else 1.0,
                 )
                 if problem:
                     problems.append(f"{label}: {problem}")
         return problems
+
+
+def _magnitude(values: np.ndarray) -> float:
+    """The scale of a buffer's values (at least 1): the absolute tolerance of a value computed from rounded
+    operands is relative to it. A rounded operand is off by a unit of the narrow type relative to its own
+    size, and a sum of such terms keeps that absolute error where the terms cancel; the buffer's largest
+    element is the size of its terms that the comparison can see (checks/rounded_operands.py)."""
+    wide = values.astype("float64")
+    finite = wide[np.isfinite(wide)]
+    return max(1.0, float(np.abs(finite).max())) if finite.size else 1.0
 
 
 def _scalars_for(func: tirx.PrimFunc, scalars: dict[str, object]) -> dict[str, object]:

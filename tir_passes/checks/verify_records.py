@@ -20,7 +20,8 @@ from __future__ import annotations
 from tvm import tirx
 
 from tir_passes.analyses.nest import blocks_under, written_buffers
-from tir_passes.contracts.fusion_record import INLINE, RECOMPUTE, SHARE, FusionStep, fusion_steps, saved_bytes
+from tir_passes.contracts.fusion_record import (INLINE, RECOMPUTE, SHARE, FusionStep, fusion_steps, read_bytes,
+                                                saved_bytes)
 from tir_passes.contracts.layout_record import layout_decisions
 from tir_passes.contracts.online_contract import online_split
 from tir_passes.contracts.tile_contract import ContractError
@@ -88,12 +89,22 @@ def _step_problems(func, step: FusionStep, nests: dict[str, int], allocated: dic
     if len(joined) > 1:
         problems.append(f"{', '.join((*step.blocks, *step.into))} are in nests {joined}, not one nest")
     kept = [allocated.get(name) for name in step.buffers]
+    params = {p.name: p for p in func.params if tirx.is_buffer_var(p)}
+    stored = [params.get(name) for name in step.stored]
     if None in kept:
         problems.append(f"keeps {', '.join(step.buffers)} in registers, but not all are root allocations")
-    elif saved_bytes(*kept) != step.bytes_saved:
+    elif None in stored:
+        problems.append(f"reads {', '.join(step.stored)} where computed and stores them, but not all are "
+                        "parameters (an intermediate read in registers belongs in `buffers`)")
+    elif _step_bytes(kept, stored) != step.bytes_saved:
         problems.append(f"says it saves {step.bytes_saved} bytes; the write and read of {', '.join(step.buffers)} "
-                        f"are {saved_bytes(*kept)}")
+                        f"and the read of {', '.join(step.stored) or 'no output'} are {_step_bytes(kept, stored)}")
     return problems
+
+
+def _step_bytes(kept: list, stored: list) -> int | None:
+    both, read = saved_bytes(*kept), read_bytes(*stored)
+    return None if both is None or read is None else both + read
 
 
 def _copy_problems(func, step: FusionStep, allocated: dict, dropped=frozenset()) -> list[str]:

@@ -2,8 +2,9 @@
 
   root annotation "autodiff.values"     ForwardValue per forward buffer the backward reads: passed in
                                          (an input), saved (an output of the forward, kept by the op's
-                                         setup_context) or recomputed (an intermediate, its blocks
-                                         copied into the backward), with the reason
+                                         setup_context; or, `training_output`, an intermediate that the
+                                         training forward writes as an extra output) or recomputed (an
+                                         intermediate, its blocks copied into the backward), with the reason
   root annotation "autodiff.contractions" ContractionAdjoint per forward contraction whose operands are
                                          narrower than its accumulator (fp16 x fp16 -> fp32): the dtype
                                          the incoming gradient is rounded to in its adjoints, so they are
@@ -13,7 +14,8 @@
                                          passes/autodiff/shift_invariance.py): its gradient is zero, so
                                          no adjoint is built for it, with the reason
   root annotation "autodiff.signature"  GradientSignature: which backward parameter is which: the
-                                         forward parameters it reads, the gradient of each forward
+                                         forward parameters it reads, the saved intermediates (the
+                                         training forward's extra outputs), the gradient of each forward
                                          output it takes, the gradient of each `wrt` it writes
 
 `differentiate` is the only writer (`write_records`); `triton_codegen` (the op's autograd
@@ -37,8 +39,10 @@ INPUT, SAVED, RECOMPUTED = "input", "saved", "recomputed"
 class ForwardValue:
     buffer: str
     decision: str            # INPUT, SAVED or RECOMPUTED
-    blocks: tuple[str, ...]  # RECOMPUTED: the forward blocks copied into the backward, in order
+    blocks: tuple[str, ...]  # RECOMPUTED: the forward blocks copied into the backward, in order;
+                             # SAVED with training_output: the block that writes it
     reason: str
+    training_output: bool = False  # SAVED: an intermediate the training forward writes (not a forward output)
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class GradientSignature:
     reads: tuple[str, ...]                     # forward parameters, passed in this order first
     output_grads: tuple[tuple[str, str], ...]  # (backward parameter, forward output) it takes
     grads: tuple[tuple[str, str], ...]         # (backward parameter, forward input) it writes
+    # intermediates saved by the training forward, passed after `reads`, in the order the training forward
+    # appends them to its parameters (tir_passes.training_forward(forward, saved))
+    saved: tuple[str, ...] = ()
 
 
 def write_records(block: s_tir.SBlock, values: list[ForwardValue], sig: GradientSignature,
@@ -72,17 +79,17 @@ def write_records(block: s_tir.SBlock, values: list[ForwardValue], sig: Gradient
     annotations[CONTRACTIONS_KEY] = [{"block": c.block, "gradient": c.gradient, "operand_dtype": c.operand_dtype,
                                       "reason": c.reason} for c in contractions]
     annotations[VALUES_KEY] = [{"buffer": v.buffer, "decision": v.decision, "blocks": list(v.blocks),
-                                "reason": v.reason} for v in values]
+                                "reason": v.reason, "training_output": v.training_output} for v in values]
     annotations[SIGNATURE_KEY] = {"forward": sig.forward, "reads": list(sig.reads),
                                   "output_grads": [list(pair) for pair in sig.output_grads],
-                                  "grads": [list(pair) for pair in sig.grads]}
+                                  "grads": [list(pair) for pair in sig.grads], "saved": list(sig.saved)}
     return annotations
 
 
 def forward_values(func) -> tuple[ForwardValue, ...]:
     raw = _root_annotation(func, VALUES_KEY)
     return tuple(ForwardValue(str(v["buffer"]), str(v["decision"]), tuple(str(b) for b in v["blocks"]),
-                              str(v["reason"])) for v in raw)
+                              str(v["reason"]), bool(v.get("training_output", False))) for v in raw)
 
 
 def contraction_adjoints(func) -> tuple[ContractionAdjoint, ...]:
@@ -100,7 +107,8 @@ def signature(func) -> GradientSignature:
     raw = _root_annotation(func, SIGNATURE_KEY)
     return GradientSignature(str(raw["forward"]), tuple(str(r) for r in raw["reads"]),
                              tuple((str(a), str(b)) for a, b in raw["output_grads"]),
-                             tuple((str(a), str(b)) for a, b in raw["grads"]))
+                             tuple((str(a), str(b)) for a, b in raw["grads"]),
+                             tuple(str(s) for s in raw.get("saved", ())))
 
 
 def _root_annotation(func, key: str):

@@ -11,9 +11,11 @@ else writes it. Readers:
   the contract check            each step against the IR (verify_contract.py)
 
 A step says what was done (`action`), to which blocks (`blocks`), for whom (`into`), which
-intermediates no longer reach memory (`buffers`), with how many shared loops (`depth`), the
-global-memory bytes that saves (`bytes_saved`: the intermediates' write and read; None for a
-symbolic size or a refusal), and why it was taken or refused (`reason`). `text` is the line a
+intermediates no longer reach memory (`buffers`), which outputs the consumer now reads where they are
+computed while they are still stored (`stored`: a training forward's saved statistics, which the fused
+walk keeps in registers and stores once at its end), with how many shared loops (`depth`), the
+global-memory bytes that saves (`bytes_saved`: the intermediates' write and read, the stored outputs'
+read; None for a symbolic size or a refusal), and why it was taken or refused (`reason`). `text` is the line a
 person reads; nobody parses it.
 """
 
@@ -46,6 +48,7 @@ class FusionStep:
     bytes_saved: int | None = None   # taken, static shapes: global-memory bytes saved
     depth: int = 0               # fuse, move, merge: the shared leading loops
     copies: tuple[str, ...] = ()     # recompute: the copies' blocks, one per later reader nest
+    stored: tuple[str, ...] = ()     # fuse, move, merge: outputs read in registers by the consumer, still stored
 
     @property
     def text(self) -> str:
@@ -73,11 +76,13 @@ class FusionStep:
             return (f"stream {what} into {into}: one element per step of its reduction loop (walked in tiles); "
                     f"{', '.join(self.buffers)} stays in registers: {saved}")
         how = {FUSE: "fuse", MOVE: "move", MERGE: "merge the nest of"}[self.action]
-        if not self.buffers:   # a merge that only makes the next fusion possible (readers of one statistic)
+        if not self.buffers and not self.stored:   # a merge that only makes the next fusion possible
             return f"{how} {what} into the nest of {into} over {self.depth} shared axis(es): {self.reason}"
         stay = "stays" if len(self.buffers) == 1 and self.action == FUSE else "stay"
+        stored = f"; {', '.join(self.stored)} read where computed and stored once" if self.stored else ""
+        kept_text = f"{kept} {stay} in registers" if self.buffers else "no intermediate"
         return (f"{how} {what} into the nest of {into} over {self.depth} shared axis(es); "
-                f"{kept} {stay} in registers: {saved}")
+                f"{kept_text}{stored}: {saved}")
 
 
 def saved_bytes(*buffers) -> int | None:
@@ -92,9 +97,17 @@ def saved_bytes(*buffers) -> int | None:
     return total
 
 
+def read_bytes(*buffers) -> int | None:
+    """The global traffic of reading the buffers once (None: a symbolic size): what a step saves for an
+    output it reads where computed (its write stays)."""
+    both = saved_bytes(*buffers)
+    return None if both is None else both // 2
+
+
 def _value(step: FusionStep) -> dict:
     value: dict = {"action": step.action, "blocks": list(step.blocks), "taken": step.taken, "reason": step.reason}
-    for key, items in (("into", step.into), ("buffers", step.buffers), ("copies", step.copies)):
+    for key, items in (("into", step.into), ("buffers", step.buffers), ("copies", step.copies),
+                       ("stored", step.stored)):
         if items:
             value[key] = list(items)
     if step.bytes_saved is not None:
@@ -137,7 +150,7 @@ def _step(raw, where: str) -> FusionStep:
     if not blocks:
         raise ContractError(where, "a fusion step names the blocks it acts on", _WRITER)
     return FusionStep(str(action), blocks, _names(fields, "into", where), _names(fields, "buffers", where), taken,
-                      str(reason), saved, depth, _names(fields, "copies", where))
+                      str(reason), saved, depth, _names(fields, "copies", where), _names(fields, "stored", where))
 
 
 def fusion_steps(func: tirx.PrimFunc) -> tuple[FusionStep, ...]:

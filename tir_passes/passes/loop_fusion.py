@@ -14,7 +14,12 @@ Three rewrites, with TVM's schedule where it has the primitive (so TVM checks th
   1d. share (loop_fusion_sharing.py, after 2): two nests that recompute one contraction in the same walk
      (attention backward's dK and dV) become one nest that computes it once per step.
   2. fuse over shared axes: a block whose intermediates (one, or several written together, such
-     as LayerNorm's two moments or an arg-max's value and index) are read by one later nest is
+     as LayerNorm's two moments or an arg-max's value and index; outputs count too, so that a training
+     forward's saved statistics still fuse: the consumer reads them where they are computed and they are
+     stored as before, recorded as `stored`, not as kept in registers; such a producer stays whole and its
+     consumer moves under it instead, as for a nest of several blocks below: compute_at would compute only
+     the part of the output the consumer reads, and TVM refuses it for an output block) are read by one
+     later nest is
      moved under that nest's leading loops (compute_at), when the consumer reads exactly the
      element of the shared axes it is computing (row `vi` of a row reduction; `(vi, vj)` of a
      matmul result in its epilogue), for every intermediate it reads. Each shared-axis iteration
@@ -56,7 +61,7 @@ from tir_passes.passes.loop_fusion_sharing import share_recomputed_walks
 from tir_passes.analyses.recompute import clobbered_inputs, reader_nests, recompute_for_readers, worth_recomputing
 from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.fusion_record import (FUSE, INLINE, MERGE, MOVE, RECOMPUTE, FusionStep,
-                                                fusion_steps, saved_bytes, write_fusion)
+                                                fusion_steps, read_bytes, saved_bytes, write_fusion)
 
 
 def _is_spatial(block: s_tir.SBlock) -> bool:
@@ -138,7 +143,8 @@ class FusionCandidate:   # a producer's consumer, the leading loops they share (
 
 def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates, limits: BackendLimits) -> FusionCandidate:
     """The candidate for a producer in a nest of its own that writes only intermediates (one, or
-    several such as a block computing two moments)."""
+    several such as a block computing two moments), or outputs (`intermediates` names them too): an
+    output read by several nests keeps its store, so its first reader nest is a candidate alone."""
     written = _writes(producer)
     if not written or any(buf.name not in intermediates for buf in written):
         return FusionCandidate(None)
@@ -147,6 +153,13 @@ def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates, limits: Backen
     if not read or set().union(*nests) == {_nest_index(sch, producer.name_hint)}:
         return FusionCandidate(None)
     consumer = read[0][1][0]
+    stores_only_outputs = not _kept_and_stored(sch, written)[0]
+    if stores_only_outputs:
+        # outputs stay stored for their other readers: the first reader nest may move under the producer alone
+        own = _nest_index(sch, producer.name_hint)
+        consumer = next(r for _, readers in read for r in readers if _nest_index(sch, r) != own)
+        read = [(buf, readers) for buf, readers in read if consumer in readers]
+        nests = [{_nest_index(sch, consumer)} for _ in read]
     predicate = _realize_of(sch, producer.name_hint).predicate
     if not (isinstance(predicate, tirx.IntImm) and predicate.value == 1):
         # compute_at re-derives the producer's loops from the region the consumer reads and drops
@@ -190,15 +203,30 @@ def _over_register_budget(producer: s_tir.SBlock, written: list, depth: int, lim
 
 def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions: list[FusionStep]) -> str:
     """Move the producer under the consumer's leading `depth` loops; '' or TVM's refusal."""
-    kept = [buf for buf in _writes(producer) if _readers(sch, buf, producer.name_hint)]
+    read = [buf for buf in _writes(producer) if _readers(sch, buf, producer.name_hint)]
     loop = sch.get_loops(sch.get_sblock(consumer))[depth - 1]
     try:
         sch.compute_at(sch.get_sblock(producer.name_hint), loop, preserve_unit_loops=False)
     except ScheduleError as err:
         return f"TVM refuses ({first_line(err, 160)})"
+    kept, stored = _kept_and_stored(sch, read)
     decisions.append(FusionStep(FUSE, (producer.name_hint,), (consumer,), tuple(buf.name for buf in kept),
-                                bytes_saved=saved_bytes(*kept), depth=depth))
+                                bytes_saved=_bytes_saved(kept, stored), depth=depth,
+                                stored=tuple(buf.name for buf in stored)))
     return ""
+
+
+def _kept_and_stored(sch, buffers: list) -> tuple[list, list]:
+    """(the intermediates, which stay in registers; the outputs, which the consumer reads in registers and
+    which are still stored)."""
+    params = [p for p in sch.mod["main"].params if tirx.is_buffer_var(p)]
+    stored = [buf for buf in buffers if any(buf.same_as(p) for p in params)]
+    return [buf for buf in buffers if not any(buf.same_as(s) for s in stored)], stored
+
+
+def _bytes_saved(kept: list, stored: list) -> int | None:
+    both, read = saved_bytes(*kept), read_bytes(*stored)
+    return None if both is None or read is None else both + read
 
 
 def _stream_contractions(sch, intermediates: set[str], decisions: list[FusionStep], limits: BackendLimits) -> None:
@@ -251,9 +279,10 @@ def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: 
             sch.merge(loop, sch.get_loops(sch.get_sblock(consumer))[depth - 1])
     except ScheduleError as err:
         return f"TVM refuses ({first_line(err, 160)})"
-    kept = list(dict.fromkeys(buf for _, buf in written))
+    kept, stored = _kept_and_stored(sch, list(dict.fromkeys(buf for _, buf in written)))
     decisions.append(FusionStep(MOVE if consumers == [consumer] else MERGE, tuple(consumers), tuple(nest),
-                                tuple(buf.name for buf in kept), bytes_saved=saved_bytes(*kept), depth=depth))
+                                tuple(buf.name for buf in kept), bytes_saved=_bytes_saved(kept, stored), depth=depth,
+                                stored=tuple(buf.name for buf in stored)))
     return ""
 
 
@@ -374,7 +403,7 @@ def _fuse_over_shared_axes(sch, intermediates: set[str], decisions: list[FusionS
                 break
             if consumer is None or not depth:
                 continue
-            if len(_nest_blocks(sch, producer.name_hint)) > 1:
+            if len(_nest_blocks(sch, producer.name_hint)) > 1 or _kept_and_stored(sch, _writes(producer))[1]:
                 action = MOVE if _nest_blocks(sch, consumer) == [consumer] else MERGE
                 failure = _consumer_under_nest(sch, producer, consumer, decisions)
             else:
@@ -384,6 +413,9 @@ def _fuse_over_shared_axes(sch, intermediates: set[str], decisions: list[FusionS
                     action, (producer.name_hint,), (consumer,), taken=False, reason=failure
                 )
                 continue
+            # a refusal may not stand once the nests changed (normalize under var's nest needs mean's there
+            # first, for a training forward's statistics): try every producer again
+            refused.clear()
             progress = True
             break
     root = sch.get(sch.get_sblock("root"))
@@ -435,7 +467,7 @@ def _recompute_contractions(
 
 def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     intermediates = {b.name for b in root_block(func).alloc_buffers}
-    if not intermediates or len(top_level_statements(func)) < 2:
+    if not _fusable(func) or len(top_level_statements(func)) < 2:
         return func
     sch = s_tir.Schedule(func)
     # InlineElementwise, at the front of the pipeline, may have inlined already: its steps come first
@@ -444,10 +476,16 @@ def fuse_loops(func: tirx.PrimFunc, spec: GpuSpec) -> tirx.PrimFunc:
     func = _recompute_contractions(sch.mod["main"], intermediates, decisions, spec)
     sch = s_tir.Schedule(func)
     _stream_contractions(sch, {b.name for b in root_block(func).alloc_buffers}, decisions, spec.limits)
-    _fuse_over_shared_axes(sch, {b.name for b in root_block(func).alloc_buffers}, decisions, spec.limits)
+    _fuse_over_shared_axes(sch, _fusable(func), decisions, spec.limits)
     if not decisions:
         return func
     return write_fusion(share_recomputed_walks(sch.mod["main"], decisions, spec.limits), decisions)
+
+
+def _fusable(func: tirx.PrimFunc) -> set[str]:
+    """The buffers whose producers may fuse into their readers: the intermediates, and the outputs (a
+    training forward's statistics: read where computed, still stored)."""
+    return {b.name for b in root_block(func).alloc_buffers} | {p.name for p in func.params if tirx.is_buffer_var(p)}
 
 
 def LoopFusion(gpu: str = "H200", limits: BackendLimits | None = None):

@@ -2,9 +2,11 @@
 over blocks).
 
 What it writes: a PrimFunc `<name>_backward` whose parameters are the forward parameters it reads,
-then `d_<Y>` for each float output Y that depends on `wrt` (the gradient flowing in), then
+then the intermediates saved by the training forward (with `save`: forward_values.py), then `d_<Y>` for
+each float output Y that depends on `wrt` (the gradient flowing in), then
 `d_<X>` for each X in `wrt` (the gradients it writes, in X's dtype). Its body:
-  1. the forward blocks that write the intermediates the adjoints read, copied (recomputed);
+  1. the forward blocks that write the intermediates the adjoints read and that are not saved, copied
+     (recomputed);
   2. for each forward block, last first, whose output has a gradient:
      - the gradient of its output: the sum of the contributions its readers made (one block),
        or the one contribution, or the output gradient passed in;
@@ -52,7 +54,7 @@ from .adjoint_rules import Partials, dtype_of, is_float
 from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
 from .arg_reduction import ARG_INDEX
 from .forward import MAX, MIN, PROD, SCAN, SUM, ForwardBlock, ForwardProgram, read_forward
-from .forward_values import plan_forward_values
+from .forward_values import AUTO, plan_forward_values
 from .read_inversion import invert_read
 from .shift_invariance import invariant_reductions
 
@@ -67,12 +69,26 @@ class _Contribution:
     value: object
 
 
-def differentiate(func: tirx.PrimFunc, wrt, *, name: str | None = None) -> tirx.PrimFunc:
-    """The backward of `func` with respect to the parameters named in `wrt` (see the module doc)."""
+def differentiate(func: tirx.PrimFunc, wrt, *, name: str | None = None, save=None) -> tirx.PrimFunc:
+    """The backward of `func` with respect to the parameters named in `wrt` (see the module doc).
+
+    save: None (every intermediate the adjoints read is recomputed), "auto" (the reductions' outputs smaller
+    than what recomputing them reads are saved: forward_values.py's rule) or a list of intermediate names.
+    Saved intermediates are backward parameters after the forward's, written by
+    `training_forward(func, signature(backward).saved)`."""
     func = func if isinstance(func, tirx.PrimFunc) else as_module(func)["main"]  # else says what to pass
     forward = read_forward(func)
     targets = _targets(forward, [wrt] if isinstance(wrt, str) else list(wrt))
-    return _Backward(forward, targets, name or f"{forward.name}_backward").build()
+    _check_save(forward, save)
+    return _Backward(forward, targets, name or f"{forward.name}_backward", save).build()
+
+
+def _check_save(forward: ForwardProgram, save) -> None:
+    if save is None or save == AUTO or isinstance(save, str):
+        return
+    if not isinstance(save, (list, tuple)) or not all(isinstance(n, str) for n in save):
+        raise NotDifferentiableError(f'PrimFunc {forward.name}: save is {save!r}; pass None, "auto" or a list of '
+                                     "intermediate buffer names")
 
 
 def _targets(forward: ForwardProgram, wrt: list) -> list:
@@ -121,8 +137,8 @@ def _active_buffers(forward: ForwardProgram, targets: list) -> set:
 
 
 class _Backward:
-    def __init__(self, forward: ForwardProgram, targets: list, name: str):
-        self.forward, self.targets, self.name = forward, targets, name
+    def __init__(self, forward: ForwardProgram, targets: list, name: str, save=None):
+        self.forward, self.targets, self.name, self.save = forward, targets, name, save
         self.acc = _accumulation_dtype(forward)
         self.active = _active_buffers(forward, targets)
         self.terms: dict = {}          # buffer handle -> [gradient buffer passed in | _Contribution]
@@ -147,15 +163,16 @@ class _Backward:
         grads = [(self._declare(f"d_{x.name}", x.shape, x.dtype), x) for x in self.targets]
         for param, target in grads:
             self._write_gradient(target, param)
-        plan = plan_forward_values(self.forward, self.statements, self.made)
+        plan = plan_forward_values(self.forward, self.statements, self.made, self.save)
         reads = [p for p in self.forward.func.params if not tirx.is_buffer_var(p) or p.__chandle__() in plan.read]
         signature = GradientSignature(self.forward.name, tuple(p.name for p in reads),
                                       tuple((d.name, y.name) for d, y in output_grads),
-                                      tuple((d.name, x.name) for d, x in grads))
+                                      tuple((d.name, x.name) for d, x in grads),
+                                      tuple(b.name for b in plan.saved))
         root_annotations = write_records(self.forward.func.body.block, list(plan.values), signature,
                                          self.contractions, zero)
         allocs = list(plan.buffers) + self.allocs
-        params = reads + [d for d, _ in output_grads] + [d for d, _ in grads]
+        params = reads + list(plan.saved) + [d for d, _ in output_grads] + [d for d, _ in grads]
         return function(self.name, params, [b.stmt for b in plan.recomputed] + self.statements, allocs,
                         root_annotations)
 
