@@ -149,9 +149,9 @@ CASES = (
          Goal(versus=((BEST, 0.90),), kernels=1)),
     # backward kernels (tir_passes.differentiate), against torch's own backward of the same forward
     Case("rmsnorm_backward_fp16_16384x8192", "rmsnorm_backward",
-         lambda s: differentiate(make_rmsnorm(s["N"], "float16"), ["X", "weight"]),
-         ROWS, dict(M=37, N=48), lambda s: 3 * s["M"] * s["N"] * 2, goal=Goal(copy_fraction=0.90),
-         shape_vars=lambda s: {"rows": s["M"]}),
+         full=ROWS, smoke=dict(M=37, N=48), bytes=lambda s: 3 * s["M"] * s["N"] * 2, goal=Goal(copy_fraction=0.90),
+         shape_vars=lambda s: {"rows": s["M"]},
+         **_saved_backward(lambda s: make_rmsnorm(s["N"], "float16"), ["X", "weight"])),
     Case("layernorm_backward_fp16_16384x8192", "layernorm_backward",
          full=ROWS, smoke=dict(M=37, N=48), bytes=lambda s: 3 * s["M"] * s["N"] * 2, goal=Goal(copy_fraction=0.90),
          **_saved_backward(lambda s: make_layernorm(s["M"], s["N"], "float16"), ["X", "gamma", "beta"])),
