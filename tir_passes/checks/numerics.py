@@ -17,6 +17,7 @@ from tvm import tirx
 from tir_passes.checks.accumulation import WidenedEntry, widen_accumulators
 from tir_passes.checks.data_ranges import value_ranges
 from tir_passes.checks.rounded_operands import rounded_buffers
+from tir_passes.checks.tolerances import TOLERANCES, loosest, magnitude, tolerance_for  # noqa: F401 (TOLERANCES: re-exported)
 from tir_passes.checks.sandbox import Crash, run_isolated
 from tir_passes.errors import UndefinedBehaviourError, UnsupportedConstructError
 from tir_passes.analyses.nest import vars_of
@@ -24,30 +25,6 @@ from tir_passes.checks.shape_reduction import ReducedCopy, reduced_copy
 
 # small odd sizes for symbolic shape variables, taken in parameter order
 SYMBOLIC_SIZES = (37, 19, 23, 29, 31, 13, 11, 7)
-
-TOLERANCES = {  # (rtol, atol) per dtype of a compared output
-    "float64": (1e-9, 1e-9),
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-2),
-    "bfloat16": (3e-2, 3e-2),
-}
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    rtol: float
-    atol: float
-
-
-def loosest(dtypes) -> str:
-    """The dtype of the widest tolerance among `dtypes` (None entries skipped)."""
-    return max((d for d in dtypes if d is not None), key=lambda d: TOLERANCES.get(d, (0.0, 0.0)))
-
-
-def tolerance_for(dtype: str, scale: float = 1.0) -> Tolerance:
-    rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
-    return Tolerance(rtol * scale, atol * scale)
-
 
 def buffer_params(func: tirx.PrimFunc) -> list:
     return [p for p in func.params if tirx.is_buffer_var(p)]
@@ -350,21 +327,11 @@ class ReferenceRun:
                     dtypes[name],
                     scale,
                     loosest([dtypes[name], (checked_as or {}).get(dtypes[name]), self.rounded.get(name)]),
-                    _magnitude(expected_set[name]) if name in self.rounded else 1.0,
+                    magnitude(expected_set[name]) if name in self.rounded else 1.0,
                 )
                 if problem:
                     problems.append(f"{label}: {problem}")
         return problems
-
-
-def _magnitude(values: np.ndarray) -> float:
-    """The scale of a buffer's values (at least 1): the absolute tolerance of a value computed from rounded
-    operands is relative to it. A rounded operand is off by a unit of the narrow type relative to its own
-    size, and a sum of such terms keeps that absolute error where the terms cancel; the buffer's largest
-    element is the size of its terms that the comparison can see (checks/rounded_operands.py)."""
-    wide = values.astype("float64")
-    finite = wide[np.isfinite(wide)]
-    return max(1.0, float(np.abs(finite).max())) if finite.size else 1.0
 
 
 def _scalars_for(func: tirx.PrimFunc, scalars: dict[str, object]) -> dict[str, object]:

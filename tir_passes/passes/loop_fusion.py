@@ -19,8 +19,7 @@ Three rewrites, with TVM's schedule where it has the primitive (so TVM checks th
      stored as before, recorded as `stored`, not as kept in registers; such a producer stays whole and its
      consumer moves under it instead, as for a nest of several blocks below: compute_at would compute only
      the part of the output the consumer reads, and TVM refuses it for an output block) are read by one
-     later nest is
-     moved under that nest's leading loops (compute_at), when the consumer reads exactly the
+     later nest is moved under that nest's leading loops (compute_at), when the consumer reads exactly the
      element of the shared axes it is computing (row `vi` of a row reduction; `(vi, vj)` of a
      matmul result in its epilogue), for every intermediate it reads. Each shared-axis iteration
      then computes the rows it needs once, and the intermediates stay in registers (the lowering

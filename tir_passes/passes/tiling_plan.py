@@ -29,6 +29,8 @@ from tvm import s_tir, tirx
 
 from tir_passes.analyses.columns import column_loop, reduces_down_columns
 from tir_passes.passes import tile_sizes, walk_stages
+from tir_passes.passes.tile_axes import indexed_axes, share_whole_tile
+from tir_passes.passes.walk_stages import accumulator_columns
 from tir_passes.analyses.dependence import carried_dependences
 from tir_passes.analyses.determinism import only_dots_order_sensitive, order_sensitive
 from tir_passes.analyses.dot_nest import dot_nest, operand_staging
@@ -318,27 +320,6 @@ def _plan_perfect(spec: GpuSpec, loops, realize, blocked, axis_name, scans, dete
 
 
 # --- fused nests -------------------------------------------------------------------------------
-def _indexed_axes(realize, loop: tirx.For) -> set[tuple[str, int]]:
-    """(buffer, axis) pairs that the loop indexes directly: loops of different sub-nests that index
-    the same axis of the same buffer walk the same columns and can share one tile axis."""
-    iter_var = next(
-        (
-            iv.var
-            for iv, v in zip(realize.block.iter_vars, realize.iter_values)
-            if isinstance(v, tirx.Var) and v.same_as(loop.loop_var)
-        ),
-        None,
-    )
-    if iter_var is None:
-        return set()
-    axes = set()
-    for access in block_accesses(realize.block):
-        for axis, index in enumerate(access.indices):
-            if isinstance(index, tirx.Var) and index.same_as(iter_var):
-                axes.add((access.name, axis))
-    return axes
-
-
 def _fused_contraction(spec, shape: FusedShape, blocked, axis_name, deterministic=False,
                        free_dots=False) -> KernelPlan | None:
     """A contraction whose M and N are the shared loops (a matmul with its epilogue; `free_dots`
@@ -409,8 +390,9 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
         # two tiles per step (dQ's S and dP): at 4 warps the model spills 400 bytes per thread; walk_stages.py
         plan.num_warps = max(plan.num_warps, 8)
         plan.num_stages = walk_stages.streamed_walk_stages(spec, dtype, rows, columns, depth, len(streamed))
+        beside = None if plan.deterministic else accumulator_columns(shape.subs, shape.shared, loop)
         rows, plan.num_warps, plan.num_stages = walk_stages.rows_beside_accumulators(
-            rows, plan.num_warps, plan.num_stages, None if plan.deterministic else _accumulator_columns(shape, loop))
+            rows, plan.num_warps, plan.num_stages, beside)
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)
@@ -421,31 +403,6 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     walks = "an online softmax: tiles of {}, rescaled sums" if online_kind else "a streamed contraction: tiles of {}"
     plan.notes.append(f"loop {loop.loop_var.name} walks {walks.format(columns)}; {rows} rows per program")
     return rows, columns
-
-
-def _accumulator_columns(shape: FusedShape, walk: tirx.For) -> int | None:
-    """The columns per row of the contractions that reduce along the walk (their accumulators beside it):
-    each one's spatial loops under the program's rows, other than the walk (None: a symbolic extent)."""
-    total = 0
-    for loops, realize in shape.subs:
-        if contraction_operands(realize.block) is None or loop_kind(walk, realize) != REDUCE \
-                or not any(l.same_as(walk) for l in loops):
-            continue
-        inner = [static_int(l.extent) for l in loops if loop_kind(l, realize) == SPATIAL
-                 and not any(l.same_as(s) for s in shape.shared)]
-        if None in inner:
-            return None
-        total += math.prod(inner)
-    return total
-
-
-def _share_whole_tile(shared_axes: dict, choice: TileChoice, realize, loop: tirx.For) -> None:
-    """A whole tile an earlier block chose for a loop they share covers the buffer axes this block indexes
-    with it too: a later loop indexing one of them takes the same axis (dV's dO[i, d] and dP's dO[i, ax0],
-    whose loop S = K·Qᵀ tiled first: one tile of dO per step, not two)."""
-    if choice.whole:
-        for key in _indexed_axes(realize, loop):
-            shared_axes.setdefault((static_int(loop.extent), key), choice.axis)
 
 
 def _recomputes_the_row(loop: tirx.For, realize, recomputed: frozenset[str]) -> bool:
@@ -477,7 +434,7 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
                 continue
             loop = candidates[-1]
             if _key(loop) in plan.tiles:  # a loop around several blocks that an earlier one tiled
-                _share_whole_tile(shared_axes, plan.tiles[_key(loop)], realize, loop)
+                share_whole_tile(shared_axes, plan.tiles[_key(loop)], realize, loop)
                 continue
             extent = static_int(loop.extent)
             size, whole = tile_sizes.row_tile(extent, spec.limits)
@@ -490,7 +447,7 @@ def _plan_fused(spec: GpuSpec, shape: FusedShape, blocked, deterministic=False,
                 size, whole = online_columns, False  # the row's scores again, beside the online loop: tl.dot tiles
             elif online_rows is not None and not whole:
                 size = tile_sizes.stepped_size(size, online_rows)  # beside the online loop, the same rows
-            keys = sorted(((extent, key) for key in _indexed_axes(realize, loop)), key=str) if whole else []
+            keys = sorted(((extent, key) for key in indexed_axes(realize, loop)), key=str) if whole else []
             axis = next((shared_axes[k] for k in keys if k in shared_axes and shared_axes[k] not in used), None)
             axis = axis or axis_name(loop)
             for k in keys:

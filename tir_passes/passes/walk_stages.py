@@ -26,8 +26,14 @@ and 4 warps at two programs (0.258 ms); on the H200, dV accumulated in the dK ke
 
 from __future__ import annotations
 
+import math
+
+from tvm import tirx
+
+from tir_passes.analyses.nest import REDUCE, SPATIAL, contraction_operands, loop_kind
 from tir_passes.contracts.gpu_specs import GpuSpec
 from tir_passes.infra.dtypes import element_bytes
+from tir_passes.infra.pass_util import static_int
 
 STREAMED_STAGES = 3
 DEFAULT_STAGES = 2
@@ -56,3 +62,20 @@ def rows_beside_accumulators(rows: int, warps: int, stages: int,
     if accumulator_columns is None or accumulator_columns <= ONE_HEAD_OF_ACCUMULATORS:
         return rows, warps, stages
     return min(rows, WIDE_ACCUMULATOR_ROWS), WIDE_ACCUMULATOR_WARPS, DEFAULT_STAGES
+
+
+def accumulator_columns(subs: list, shared: list, walk: tirx.For) -> int | None:
+    """The columns per row of the contractions that reduce along the walk (their accumulators beside it):
+    each one's spatial loops other than the `shared` ones and the walk (`subs`: (loops, realize) of the nest;
+    None: a symbolic extent)."""
+    total = 0
+    for loops, realize in subs:
+        if contraction_operands(realize.block) is None or loop_kind(walk, realize) != REDUCE \
+                or not any(l.same_as(walk) for l in loops):
+            continue
+        inner = [static_int(l.extent) for l in loops if loop_kind(l, realize) == SPATIAL
+                 and not any(l.same_as(s) for s in shared)]
+        if None in inner:
+            return None
+        total += math.prod(inner)
+    return total
