@@ -2,6 +2,7 @@
 consumer moves under the producer's nest, which stays whole (every element of the output still written), and
 the step records the outputs as `stored` (read where computed, still written), not as kept in registers."""
 
+import tvm
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -63,3 +64,35 @@ def test_an_output_read_in_part_is_still_written_whole():
     (step,) = [s for s in fusion_steps(after["main"]) if s.taken]
     assert step.into == ("double",) and step.stored == ("Y",)
     _same_outputs(FirstColumnRead, after)
+
+
+@T.prim_func(s_tir=True)
+def _read_before_and_after(X: T.Buffer((8, 16), "float32"), Y: T.Buffer((8,), "float32"),
+                           Z: T.Buffer((8, 16), "float32"), W: T.Buffer((8,), "float32")):
+    for i, k in T.grid(8, 16):
+        with T.sblock("old"):
+            vi, vk = T.axis.remap("SS", [i, k])
+            Z[vi, vk] = Y[vi] * X[vi, vk]
+    for i, k in T.grid(8, 16):
+        with T.sblock("rowsum"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                Y[vi] = T.float32(0)
+            Y[vi] = Y[vi] + X[vi, vk]
+    for i in range(8):
+        with T.sblock("new"):
+            vi = T.axis.remap("S", [i])
+            W[vi] = Y[vi] * T.float32(3)
+
+
+def test_an_output_read_before_it_is_written_is_not_fused():
+    """`old` reads Y's value before `rowsum` writes it: no reader nest moves under the producer (`old` under it
+    would read the new Y), and the program's values are unchanged."""
+    mod = tvm.IRModule({"main": _read_before_and_after})
+    after = LoopFusion()(mod)
+    steps = fusion_steps(after["main"])
+    assert not [s for s in steps if s.taken and "rowsum" in (*s.blocks, *s.into)]
+    assert not [s for s in steps if "old" in (*s.blocks, *s.into)]   # never even a candidate
+    assert len(top_level_statements(after["main"])) == 3
+    reference = ReferenceRun.of(mod["main"])
+    assert reference.mismatches(stage_results(reference, after["main"])) == []

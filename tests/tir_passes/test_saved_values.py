@@ -4,6 +4,7 @@ promotion of them to outputs, the refusals, and the numerics rule for values com
 
 import re
 
+import numpy as np
 import pytest
 import torch
 import tvm
@@ -15,6 +16,7 @@ from attention import make_attention
 from attention_forms import make_attention_inline_mask
 from layernorm import make_layernorm
 from tir_passes import NotDifferentiableError, differentiate, training_forward
+from tir_passes.checks.numerics import ReferenceRun
 from tir_passes.checks.rounded_operands import rounded_buffers
 from tir_passes.contracts.autodiff import RECOMPUTED, SAVED, forward_values, signature
 
@@ -177,4 +179,17 @@ def test_values_computed_from_rounded_operands_are_checked_at_the_narrow_toleran
     assert rounded_buffers(training_forward(make_attention(*SHAPE), ["row_max", "row_sum", "acc"])) == \
         {"acc": "float16", "O": "float16"}
     assert rounded_buffers(make_attention(*SHAPE, dtype="float32")) == {}
-    assert rounded_buffers(make_layernorm(5, 7, "float16")) == {"Y": "float16"}
+    assert rounded_buffers(make_layernorm(5, 7, "float16")) == {}   # its one narrowing cast is the store's
+
+
+def test_an_fp16_output_keeps_its_own_tolerance():
+    """A store's own rounding to fp16 loosens nothing: a small element of an fp16 result off by 0.05 (five
+    times fp16's absolute tolerance) is still a mismatch, however large the result's other elements."""
+    reference = ReferenceRun.of(make_layernorm(5, 7, "float16"))
+    assert not reference.rounded
+    results = [dict(out) for out in reference.outputs]
+    y = results[0]["Y"].astype("float32")
+    small = np.unravel_index(np.argmin(np.abs(y)), y.shape)
+    y[small] += 0.05
+    results[0]["Y"] = y.astype(results[0]["Y"].dtype)
+    assert any("Y" in problem for problem in reference.mismatches(results))

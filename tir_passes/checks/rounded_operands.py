@@ -58,10 +58,21 @@ def _parts(block) -> list:
 
 
 def _narrowing_casts(block) -> list[str]:
+    """The narrower types the block rounds a value to before computing with it (not the cast that is a
+    store's whole value: that rounds the result to its own buffer's type, which is its tolerance anyway)."""
     casts: list = []
     for part in _parts(block):
         tvm_ffi.structural_walk(part, (tirx.Cast, casts.append))
-    return [str(c.ty.dtype) for c in casts if _narrows(str(c.value.ty.dtype), str(c.ty.dtype))]
+    stored = [store.value for store in _stores(block)]
+    return [str(c.ty.dtype) for c in casts if _narrows(str(c.value.ty.dtype), str(c.ty.dtype))
+            and not any(c.same_as(value) for value in stored)]
+
+
+def _stores(block) -> list:
+    stores: list = []
+    for part in _parts(block):
+        tvm_ffi.structural_walk(part, (tirx.BufferStore, stores.append))
+    return stores
 
 
 def _reads(block) -> list[str]:

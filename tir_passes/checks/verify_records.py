@@ -20,8 +20,7 @@ from __future__ import annotations
 from tvm import tirx
 
 from tir_passes.analyses.nest import blocks_under, written_buffers
-from tir_passes.contracts.fusion_record import (INLINE, RECOMPUTE, SHARE, FusionStep, fusion_steps, read_bytes,
-                                                saved_bytes)
+from tir_passes.contracts.fusion_record import INLINE, RECOMPUTE, SHARE, FusionStep, fusion_steps, step_bytes
 from tir_passes.contracts.layout_record import layout_decisions
 from tir_passes.contracts.online_contract import online_split
 from tir_passes.contracts.tile_contract import ContractError
@@ -96,15 +95,11 @@ def _step_problems(func, step: FusionStep, nests: dict[str, int], allocated: dic
     elif None in stored:
         problems.append(f"reads {', '.join(step.stored)} where computed and stores them, but not all are "
                         "parameters (an intermediate read in registers belongs in `buffers`)")
-    elif _step_bytes(kept, stored) != step.bytes_saved:
+    elif step_bytes(kept, stored) != step.bytes_saved:
         problems.append(f"says it saves {step.bytes_saved} bytes; the write and read of {', '.join(step.buffers)} "
-                        f"and the read of {', '.join(step.stored) or 'no output'} are {_step_bytes(kept, stored)}")
+                        f"and the read of {', '.join(step.stored) or 'no output'} are {step_bytes(kept, stored)}")
     return problems
 
-
-def _step_bytes(kept: list, stored: list) -> int | None:
-    both, read = saved_bytes(*kept), read_bytes(*stored)
-    return None if both is None or read is None else both + read
 
 
 def _copy_problems(func, step: FusionStep, allocated: dict, dropped=frozenset()) -> list[str]:

@@ -104,6 +104,13 @@ def read_bytes(*buffers) -> int | None:
     return None if both is None else both // 2
 
 
+def step_bytes(kept: list, stored: list) -> int | None:
+    """What a fusion step saves: the kept intermediates' write and read, the stored outputs' read (None: a
+    symbolic size). LoopFusion writes it, the record check recomputes it."""
+    both, read = saved_bytes(*kept), read_bytes(*stored)
+    return None if both is None or read is None else both + read
+
+
 def _value(step: FusionStep) -> dict:
     value: dict = {"action": step.action, "blocks": list(step.blocks), "taken": step.taken, "reason": step.reason}
     for key, items in (("into", step.into), ("buffers", step.buffers), ("copies", step.copies),

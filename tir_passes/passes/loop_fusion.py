@@ -60,7 +60,7 @@ from tir_passes.passes.loop_fusion_sharing import share_recomputed_walks
 from tir_passes.analyses.recompute import clobbered_inputs, reader_nests, recompute_for_readers, worth_recomputing
 from tir_passes.contracts.backend_limits import BackendLimits
 from tir_passes.contracts.fusion_record import (FUSE, INLINE, MERGE, MOVE, RECOMPUTE, FusionStep,
-                                                fusion_steps, read_bytes, saved_bytes, write_fusion)
+                                                fusion_steps, saved_bytes, step_bytes, write_fusion)
 
 
 def _is_spatial(block: s_tir.SBlock) -> bool:
@@ -156,6 +156,8 @@ def _fusion_candidate(sch, producer: s_tir.SBlock, intermediates, limits: Backen
     if stores_only_outputs:
         # outputs stay stored for their other readers: the first reader nest may move under the producer alone
         own = _nest_index(sch, producer.name_hint)
+        if any(_nest_index(sch, r) < own for _, readers in read for r in readers):
+            return FusionCandidate(None)   # a nest before it reads the output's old value
         consumer = next(r for _, readers in read for r in readers if _nest_index(sch, r) != own)
         read = [(buf, readers) for buf, readers in read if consumer in readers]
         nests = [{_nest_index(sch, consumer)} for _ in read]
@@ -210,7 +212,7 @@ def _fuse_one(sch, producer: s_tir.SBlock, consumer: str, depth: int, decisions:
         return f"TVM refuses ({first_line(err, 160)})"
     kept, stored = _kept_and_stored(sch, read)
     decisions.append(FusionStep(FUSE, (producer.name_hint,), (consumer,), tuple(buf.name for buf in kept),
-                                bytes_saved=_bytes_saved(kept, stored), depth=depth,
+                                bytes_saved=step_bytes(kept, stored), depth=depth,
                                 stored=tuple(buf.name for buf in stored)))
     return ""
 
@@ -222,10 +224,6 @@ def _kept_and_stored(sch, buffers: list) -> tuple[list, list]:
     stored = [buf for buf in buffers if any(buf.same_as(p) for p in params)]
     return [buf for buf in buffers if not any(buf.same_as(s) for s in stored)], stored
 
-
-def _bytes_saved(kept: list, stored: list) -> int | None:
-    both, read = saved_bytes(*kept), read_bytes(*stored)
-    return None if both is None or read is None else both + read
 
 
 def _stream_contractions(sch, intermediates: set[str], decisions: list[FusionStep], limits: BackendLimits) -> None:
@@ -280,7 +278,7 @@ def _consumer_under_nest(sch, producer: s_tir.SBlock, consumer: str, decisions: 
         return f"TVM refuses ({first_line(err, 160)})"
     kept, stored = _kept_and_stored(sch, list(dict.fromkeys(buf for _, buf in written)))
     decisions.append(FusionStep(MOVE if consumers == [consumer] else MERGE, tuple(consumers), tuple(nest),
-                                tuple(buf.name for buf in kept), bytes_saved=_bytes_saved(kept, stored), depth=depth,
+                                tuple(buf.name for buf in kept), bytes_saved=step_bytes(kept, stored), depth=depth,
                                 stored=tuple(buf.name for buf in stored)))
     return ""
 

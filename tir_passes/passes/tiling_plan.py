@@ -392,7 +392,7 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
         plan.num_stages = walk_stages.streamed_walk_stages(spec, dtype, rows, columns, depth, len(streamed))
         beside = None if plan.deterministic else accumulator_columns(shape.subs, shape.shared, loop)
         rows, plan.num_warps, plan.num_stages = walk_stages.rows_beside_accumulators(
-            rows, plan.num_warps, plan.num_stages, beside)
+            spec, rows, plan.num_warps, plan.num_stages, beside)
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)

@@ -21,7 +21,9 @@ beside one walk: 256 fp32 columns per row) takes 64 rows at 4 warps and 2 stages
 at 128 rows and 8 warps the accumulators alone are 128 registers a thread, the hardware model puts the kernel
 at 255 registers with spills and one program per multiprocessor (0.290 ms at b2 h16 s2048 d128), at 64 rows
 and 4 warps at two programs (0.258 ms); on the H200, dV accumulated in the dK kernel by hand ran 263.2 µs at
-64 × 64 / 4 / 2 against 285.9 at 128 × 64 / 8 / 3 (the same JSON).
+64 × 64 / 4 / 2 against 285.9 at 128 × 64 / 8 / 3 (the same JSON). On sm_90 only (the GPU measured). The threshold
+is a column count, not a register count: the other walks measured are one head of accumulators at 128 rows
+(dQ) and these two heads; a single 256-wide head (d256) would take 64 rows too, unmeasured.
 """
 
 from __future__ import annotations
@@ -55,11 +57,11 @@ ONE_HEAD_OF_ACCUMULATORS = 128   # fp32 columns per row beside a walk that 128 r
 WIDE_ACCUMULATOR_ROWS, WIDE_ACCUMULATOR_WARPS = 64, 4
 
 
-def rows_beside_accumulators(rows: int, warps: int, stages: int,
+def rows_beside_accumulators(spec: GpuSpec, rows: int, warps: int, stages: int,
                              accumulator_columns: int | None) -> tuple[int, int, int]:
     """(rows, warps, stages) of a streamed walk computing two tiles per step with `accumulator_columns` fp32
-    columns per row of accumulators beside it (None: unknown, as chosen)."""
-    if accumulator_columns is None or accumulator_columns <= ONE_HEAD_OF_ACCUMULATORS:
+    columns per row of accumulators beside it (None: unknown, as chosen). Only on sm_90, the GPU measured."""
+    if spec.compute_capability < 90 or accumulator_columns is None or accumulator_columns <= ONE_HEAD_OF_ACCUMULATORS:
         return rows, warps, stages
     return min(rows, WIDE_ACCUMULATOR_ROWS), WIDE_ACCUMULATOR_WARPS, DEFAULT_STAGES
 

@@ -33,11 +33,6 @@ def training_forward(func, saved, *, name: str | None = None) -> tirx.PrimFunc:
     return training.with_attr("global_symbol", name or f"{forward.name}_training")
 
 
-def training_outputs(func, saved) -> list[str]:
-    """The names of the training forward's extra parameters, in the order it appends them."""
-    return [b.name for b in _promoted_buffers(read_forward(func), list(saved))]
-
-
 def _promoted_buffers(forward, names: list) -> list:
     """The root allocations named, in program order (the order the backward's signature lists them)."""
     allocated = list(root_block(forward.func).alloc_buffers)
