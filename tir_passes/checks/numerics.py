@@ -17,7 +17,7 @@ from tvm import tirx
 from tir_passes.checks.accumulation import WidenedEntry, widen_accumulators
 from tir_passes.checks.data_ranges import value_ranges
 from tir_passes.checks.rounded_operands import rounded_buffers
-from tir_passes.checks.tolerances import TOLERANCES, loosest, magnitude, narrower, tolerance_for  # noqa: F401 (TOLERANCES: re-exported)
+from tir_passes.checks.tolerances import TOLERANCES, loosest, magnitude, tolerance_for  # noqa: F401 (TOLERANCES: re-exported)
 from tir_passes.checks.sandbox import Crash, run_isolated
 from tir_passes.errors import UndefinedBehaviourError, UnsupportedConstructError
 from tir_passes.analyses.nest import vars_of
@@ -327,7 +327,7 @@ class ReferenceRun:
                     dtypes[name],
                     scale,
                     loosest([dtypes[name], (checked_as or {}).get(dtypes[name]), self.rounded.get(name)]),
-                    magnitude(expected_set[name]) if narrower(self.rounded.get(name), dtypes[name]) else 1.0,
+                    magnitude(expected_set[name]) if name in self.rounded else 1.0,
                 )
                 if problem:
                     problems.append(f"{label}: {problem}")

@@ -33,11 +33,6 @@ def tolerance_for(dtype: str, scale: float = 1.0) -> Tolerance:
     return Tolerance(rtol * scale, atol * scale)
 
 
-def narrower(rounded: str | None, dtype: str) -> bool:
-    """Whether a value stored as `dtype` was rounded on the way to a type of looser tolerance."""
-    return rounded is not None and TOLERANCES.get(rounded, (0.0, 0.0)) > TOLERANCES.get(dtype, (0.0, 0.0))
-
-
 def magnitude(values: np.ndarray) -> float:
     """The scale of a buffer's values (at least 1): the absolute tolerance of a value computed from rounded
     operands is relative to it. A rounded operand is off by a unit of the narrow type relative to its own
