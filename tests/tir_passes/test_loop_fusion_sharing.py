@@ -110,3 +110,46 @@ def test_a_copy_read_outside_its_nest_is_not_dropped():
     kernel = _compile(make_two_readers(16), limits=BackendLimits(register_row_elements=200))
     assert not [s for s in _steps(kernel, SHARE) if s.taken]
     assert any("read outside the nest that computes it" in s.reason for s in _steps(kernel, SHARE))
+
+
+def make_second_reads_first():
+    """Y's walk reads X, which X's walk writes: merging the walks would read X before it is complete."""
+    Bt, M, N, D, E = 2, 37, 29, 16, 8
+
+    @T.prim_func(s_tir=True)
+    def second_reads_first(A: T.Buffer((Bt, M, D), "float32"), B: T.Buffer((Bt, N, D), "float32"),
+                           C: T.Buffer((Bt, M, E), "float32"), X: T.Buffer((Bt, N, E), "float32"),
+                           Y: T.Buffer((Bt, N, E), "float32")):
+        S = T.sblock_alloc_buffer((Bt, M, N), "float32")
+        G = T.sblock_alloc_buffer((Bt, M, E), "float32")
+        for b, i, j, d in T.grid(Bt, M, N, D):
+            with T.sblock("S"):
+                vb, vi, vj, vd = T.axis.remap("SSSR", [b, i, j, d])
+                with T.init():
+                    S[vb, vi, vj] = T.float32(0)
+                S[vb, vi, vj] = S[vb, vi, vj] + A[vb, vi, vd] * B[vb, vj, vd]
+        for b, j, e, i in T.grid(Bt, N, E, M):
+            with T.sblock("X"):
+                vb, vj, ve, vi = T.axis.remap("SSSR", [b, j, e, i])
+                with T.init():
+                    X[vb, vj, ve] = T.float32(0)
+                X[vb, vj, ve] = X[vb, vj, ve] + S[vb, vi, vj] * C[vb, vi, ve]
+        for b, i, e in T.grid(Bt, M, E):
+            with T.sblock("G"):
+                vb, vi, ve = T.axis.remap("SSS", [b, i, e])
+                G[vb, vi, ve] = C[vb, vi, ve] + X[vb, 0, ve]
+        for b, j, e, i in T.grid(Bt, N, E, M):
+            with T.sblock("Y"):
+                vb, vj, ve, vi = T.axis.remap("SSSR", [b, j, e, i])
+                with T.init():
+                    Y[vb, vj, ve] = T.float32(0)
+                Y[vb, vj, ve] = Y[vb, vj, ve] + T.exp(S[vb, vi, vj] * T.float32(0.1)) * G[vb, vi, ve]
+
+    return second_reads_first
+
+
+def test_walks_that_depend_on_each_other_are_not_shared():
+    kernel = _compile(make_second_reads_first())
+    assert not [s for s in _steps(kernel, SHARE) if s.taken]
+    reasons = [s.reason for s in _steps(kernel, SHARE)]
+    assert any("touch" in reason for reason in reasons), reasons
