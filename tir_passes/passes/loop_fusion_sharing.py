@@ -13,11 +13,13 @@ inside its reader. Two reader nests over the same grid and the same walk (attent
 dV: rows j, walking the queries i) then each compute the same tile per step, and each loads its operands:
 FlashAttention-2 has one kernel for both, the scores computed once per step, beside both accumulators.
 When: the two copies come from one recompute step of the record (so they compute the same values), the
+dropped copy's buffer is read only inside its own nest (else its readers elsewhere would lose it), the
 nests' loops down to the copies have equal headers (start, extent, kind, no annotations or bindings), the
 second copy is the first once the second nest's loop variables and buffer are the first's, the nests touch
 no common buffer except through the copy (neither writes what the other reads or writes), no statement
 between them touches what the second nest writes or writes what it reads, and the accumulators beside the
-walk fit the register budget together (`BackendLimits.row_fits_in_registers`, as streaming checks one).
+walk (the outermost merged loop a block reduces over) fit the register budget together
+(`BackendLimits.row_fits_in_registers`, as streaming checks one).
 The merged nest keeps the first nest's loops and order; the second nest's statements follow the first's at
 each level. The step is recorded as a "share" fusion step (dropped copy, kept copy, dropped buffer).
 Assumes: LoopFusion's recompute, streaming and fusion ran (the nests are complete).
