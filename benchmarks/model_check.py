@@ -76,7 +76,7 @@ def measurements(results: str = RESULTS) -> list[dict]:
                 us = (case.get("ours") or {}).get("us")
                 if us and (case.get("ours") or {}).get("ok", True):
                     rows.append(dict(source=name, day=day, case=case["name"], variant="suite", us=us, configs=None,
-                                     kernels=case.get("kernels")))
+                                     kernels=case.get("kernels"), device=(data.get("meta") or {}).get("device")))
         elif "gemm-tiles" in name or "gemm-misses" in name:
             for row in data:
                 if row.get("config") and row.get("us") and "switched off" not in json.dumps(row.get("ran") or ""):
@@ -98,7 +98,17 @@ def measurements(results: str = RESULTS) -> list[dict]:
 
 
 def _sweep_row(source, day, case, variant, us, config) -> dict:
-    return dict(source=source, day=day, case=case, variant=variant, us=us, configs={"*": config}, kernels=1)
+    return dict(source=source, day=day, case=case, variant=variant, us=us, configs={"*": config}, kernels=1,
+                device=None)
+
+
+def row_gpu(row: dict, default: str = "H200"):
+    """The spec a row is priced on: the GPU its run names (a suite run's meta; a sweep's file name,
+    `...-h100-...`), else `default` (the sweeps of 2026-12-01 and 02 all ran on the H200)."""
+    from tir_passes.contracts.gpu_specs import gpu_for_device, gpu_spec
+
+    named = row.get("device") or " ".join(row["source"].replace(".json", "").split("-"))
+    return gpu_for_device(named) or gpu_spec(default)
 
 
 def predict_row(row: dict, plans: dict, spec) -> tuple[float, str] | None:
@@ -121,14 +131,12 @@ def predict_row(row: dict, plans: dict, spec) -> tuple[float, str] | None:
 
 
 def table(rows: list[dict], plans: dict, gpu: str = "H200") -> tuple[list[tuple], dict[str, list[int]]]:
-    """The priced rows (source, case, variant, measured, predicted, measured/predicted, bound) and
-    per day, and per day's suite runs and sweeps, [within 25%, priced]."""
-    from tir_passes.contracts.gpu_specs import gpu_spec
-
-    spec = gpu_spec(gpu)
+    """The priced rows (source, case, variant, measured, predicted, measured/predicted, bound), each on
+    the GPU it ran on (`gpu` where a row does not say), and per day, and per day's suite runs and
+    sweeps, [within 25%, priced]."""
     priced, counts = [], {}
     for row in rows:
-        predicted = predict_row(row, plans, spec)
+        predicted = predict_row(row, plans, row_gpu(row, gpu))
         if predicted is None:
             continue
         us, bound = predicted

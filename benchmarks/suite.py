@@ -116,6 +116,27 @@ def _model(kernel, shape_vars: dict) -> dict:
     return {"gpu": "H200", "us": sum(k["us"] for k in kernels.values()), "kernels": kernels}
 
 
+def _model_on_this_gpu(model: dict | None, module, shape_vars: dict, device_name: str) -> dict | None:
+    """The manifest's model priced again for the GPU the run is on (its entry in
+    tir_passes/contracts/gpu_specs.py), where that is another sm_90 part than the one it was priced
+    for: the same configs, registers and shared memory (compiled ahead of time for sm_90), only the
+    GPU's figures change (an H100's copy bandwidth is 0.7 of an H200's). Else the manifest's model."""
+    from tir_passes.contracts.gpu_specs import gpu_for_device
+    from triton_codegen.hardware_model import Resources, predict
+
+    spec = gpu_for_device(device_name)
+    if not model or not model.get("kernels") or spec is None or spec.name == model.get("gpu") \
+            or spec.compute_capability != 90:
+        return model
+    kernels = {}
+    for name, priced in model["kernels"].items():
+        prediction = predict(module.TILE_SUMMARY[name], priced["config"], spec, shape_vars,
+                             Resources(**priced["resources"]))
+        kernels[name] = {**priced, "us": prediction.seconds * 1e6, "bound": prediction.bound}
+    return {"gpu": spec.name, "generated_for": model["gpu"], "us": sum(k["us"] for k in kernels.values()),
+            "kernels": kernels}
+
+
 # --- run (the parent: workers, limits, the JSON) -----------------------------------------------
 def run(folder: str, out: str, *, smoke: bool = False, only: set[str] | None = None,
         deadline_s: float = DEADLINE_S, case_limit_s: float = CASE_LIMIT_S, command: str | None = None) -> dict:
@@ -215,7 +236,8 @@ def worker(folder: str, events: str, deadline: float, mode: str, copy: str, name
 
     device = "cpu" if mode == "smoke" else "cuda"
     emit = _Emitter(events)
-    emit("meta", meta={"device": torch.cuda.get_device_name() if device == "cuda" else "CPU (Triton's interpreter)",
+    gpu_name = torch.cuda.get_device_name() if device == "cuda" else "CPU (Triton's interpreter)"
+    emit("meta", meta={"device": gpu_name,
                        "torch": torch.__version__, "triton": triton.__version__})
     timer = _Timer(device)
     if copy == "copy":
@@ -228,7 +250,7 @@ def worker(folder: str, events: str, deadline: float, mode: str, copy: str, name
         cases = {c["name"]: c for c in json.load(handle)}
     for name in names:
         emit("start", case=name)
-        emit("done", case=name, result=_run_case(folder, cases[name], device, timer, deadline))
+        emit("done", case=name, result=_run_case(folder, cases[name], device, gpu_name, timer, deadline))
         if device == "cuda":
             torch.cuda.empty_cache()
 
@@ -299,7 +321,7 @@ def _case_copy(case: dict, device: str, timer: _Timer) -> tuple[dict | None, obj
     return entry, entry.pop("call")
 
 
-def _run_case(folder: str, case: dict, device: str, timer: _Timer, deadline: float) -> dict:
+def _run_case(folder: str, case: dict, device: str, gpu_name: str, timer: _Timer, deadline: float) -> dict:
     """Check and time ours, ours without descriptors, and each peer; every step contained."""
     import suite_torch
 
@@ -308,6 +330,7 @@ def _run_case(folder: str, case: dict, device: str, timer: _Timer, deadline: flo
     result["model"] = case.get("model")
     try:
         module = _load(os.path.join(folder, case["module"]))
+        result["model"] = _model_on_this_gpu(case.get("model"), module, case["shape_vars"], gpu_name)
         args = _arguments(case, device)
         _fill_saved_values(folder, case, args, device)
         plain, positions = _without_saved(case, args)

@@ -127,6 +127,10 @@ CASES = (
     Case("matmul_fp16_3000x5000x1000", "matmul", lambda s: make_matmul(s["M"], s["N"], s["K"]),
          dict(M=3000, N=5000, K=1000), dict(M=37, N=45, K=21), _matmul_bytes,
          lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=((BEST, 0.90),))),
+    # the same product as users write it for float16: a float32 accumulator, a float16 output (what cuBLAS writes)
+    Case("linear_fp16_3000x5000x1000", "linear", lambda s: make_linear(s["M"], s["N"], s["K"]),
+         dict(M=3000, N=5000, K=1000), dict(M=37, N=45, K=21), _linear_bytes,
+         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=((BEST, 0.90),))),
     Case("linear_decode_fp16_16x4096x4096", "linear", lambda s: make_linear(s["M"], s["N"], s["K"]),
          dict(M=16, N=4096, K=4096), dict(M=16, N=64, K=512), _linear_bytes,   # memory-bound: rated in bytes
          goal=Goal(copy_fraction=0.80, versus=((BEST, 1.0),))),

@@ -212,8 +212,9 @@ def section(run: dict) -> str:
         "\"pointers only\" is the same module with its tensor-descriptor variants switched off "
         "(`USE_DESCRIPTORS = False`, the sm_80 path); \"ran\" is what the launcher chose. Correctness: "
         "‖out − ref‖ / ‖ref‖ against torch in float64, before any timing. \"model\" is the hardware model's "
-        "time of run() at the default configs on the H200 (each kernel compiled ahead of time for its "
-        "registers; `tir-triton model`), its bounds, and the measured time over it.",
+        f"time of run() at the default configs on the {_model_gpus(run)} (each kernel compiled ahead of time for its "
+        "registers; `tir-triton model`; priced for the GPU the run was on where the model's table has it), its "
+        "bounds, and the measured time over it.",
         "",
         "| case | kernels | ran | correct (rel. error) | ours | rate | pointers only | peers (their time / ours) "
         "| model | goals |",
@@ -232,6 +233,12 @@ def _copy_line(copy: dict) -> str:
     return (f"Device copy (read + write{moved}): {copy['gbps'] / 1e3:.2f} TB/s. A memory-bound case's goal divides "
             "its rate by a copy of its own floor bytes timed beside it (\"of a copy of its bytes\"; smaller copies "
             "reach less), else by this one (\"of copy\").")
+
+
+def _model_gpus(run: dict) -> str:
+    """The GPUs the run's models were priced for ("H200" in a run from before the run priced them)."""
+    gpus = sorted({(case.get("model") or {}).get("gpu") for case in run.get("cases", [])} - {None})
+    return " and ".join(gpus) or "H200"
 
 
 def _model_summary(cases: list[dict]) -> str:

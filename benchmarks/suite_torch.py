@@ -168,14 +168,24 @@ def _linear(x, w):
     return F.linear(x, w)
 
 
-def _cublas_and_compiled(function):
+def _cublas_and_compiled(function, same_output=None):
     """cuBLAS through torch's own call, and torch.compile of the same call (inductor's default mode,
-    which may pick cuBLAS or one of its Triton templates)."""
+    which may pick cuBLAS or one of its Triton templates). `same_output`: a cuBLAS call writing the
+    program's own output type where torch's default writes another (a float16 matmul into a float32
+    C: `torch.mm(..., out_dtype=torch.float32)`, CUDA only), shown beside."""
     def peers(device):
         compiled = _compiled(function, device)
-        return {"cuBLAS": lambda args: function(args[0], args[1]),
-                "torch.compile": lambda args: compiled(args[0], args[1])}
+        found = {"cuBLAS": lambda args: function(args[0], args[1]),
+                 "torch.compile": lambda args: compiled(args[0], args[1])}
+        if same_output is not None and device == "cuda":
+            found["cuBLAS (torch.mm out_dtype)"] = lambda args: same_output(args[0], args[1], args[2].dtype)
+        return found
     return peers
+
+
+def _matmul_into(a, b, out_dtype):
+    """torch.mm writing `out_dtype` (a float16 product accumulated and stored in float32)."""
+    return torch.mm(a, b, out_dtype=out_dtype) if out_dtype != a.dtype else torch.mm(a, b)
 
 
 # SDPA's backends by name (torch.nn.attention.SDPBackend); "SDPA default" is what a user gets
@@ -278,7 +288,7 @@ PROGRAMS = {
     "layernorm": (_layernorm_ref, _eager_and_compiled(_layernorm, 3)),
     "bias_gelu_residual": (_bias_gelu_residual_ref, _eager_and_compiled(_bias_gelu_residual, 3)),
     "transpose": (_transpose_ref, _eager_and_compiled(_transpose, 1)),
-    "matmul": (_matmul_ref, _cublas_and_compiled(_matmul)),
+    "matmul": (_matmul_ref, _cublas_and_compiled(_matmul, _matmul_into)),
     "linear": (_linear_ref, _cublas_and_compiled(_linear)),
     "attention_scores": (_scores_ref, _eager_and_compiled(_scores, 2)),
     "attention": (lambda args: _attention_ref(args, causal=False), _sdpa(causal=False)),

@@ -179,3 +179,24 @@ def test_smoke_run_of_a_backward_with_saved_values_runs_the_training_forward_fir
     # Q, K, V, row_max, row_sum, acc, d_O, then the gradients d_Q, d_K, d_V
     assert case["ours"]["ok"] and sorted(case["ours"]["rel_error"]) == ["7", "8", "9"]
     assert all(peer["ok"] for peer in case["peers"].values())
+
+
+def test_the_model_is_priced_again_for_the_gpu_the_run_is_on(tmp_path):
+    """The manifest prices each case for the H200; a run on an H100 prices the same configs and
+    compiled resources on the H100's figures (a bandwidth-bound kernel: slower by the copy ratio),
+    and a run on the H200 or on a GPU the table lacks keeps the manifest's model."""
+    from tir_passes.contracts.gpu_specs import gpu_spec
+
+    (entry,) = suite.generate(str(tmp_path), "full", {"transpose_fp32_4096"})
+    module = suite._load(str(tmp_path / entry["module"]))
+    model = entry["model"]
+    assert model["gpu"] == "H200" and model["us"] > 0
+    h100 = suite._model_on_this_gpu(model, module, entry["shape_vars"], "NVIDIA H100 80GB HBM3")
+    assert h100["gpu"] == "H100" and h100["generated_for"] == "H200"
+    ratio = gpu_spec("H200").model_copy_bandwidth_gbs / gpu_spec("H100").model_copy_bandwidth_gbs
+    (kernel,) = h100["kernels"].values()
+    assert kernel["bound"] == "dram" and h100["us"] / model["us"] > 0.9 * ratio
+    assert kernel["config"] == next(iter(model["kernels"].values()))["config"]
+    assert suite._model_on_this_gpu(model, module, entry["shape_vars"], "NVIDIA H200") is model
+    assert suite._model_on_this_gpu(model, module, entry["shape_vars"], "CPU (Triton's interpreter)") is model
+    assert "on the H100 (" in suite_report.section({"meta": {}, "cases": [{"name": "t", "model": h100}]})

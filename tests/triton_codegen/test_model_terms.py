@@ -138,3 +138,13 @@ def test_the_check_prices_a_run_only_with_the_plan_it_measured():
     assert model_check.predict_row({**row, "kernels": 2}, plans, H200) is None   # its plan has changed since
     priced, counts = model_check.table([row], plans)
     assert counts["2026-12-02"] == [0, 1] and counts["2026-12-02 suite"] == [0, 1]   # 10 µs against about 5
+    # each row on the GPU it ran on: a suite run's meta names it, a sweep's file name does, else the H200
+    on_h100 = {**row, "device": "NVIDIA H100 80GB HBM3"}
+    assert model_check.row_gpu(on_h100).name == "H100" and model_check.row_gpu(row).name == "H200"
+    assert model_check.row_gpu({"source": "2026-12-07-h100-sweep.json"}).name == "H100"
+    large = {**kernel, "grid": [132 * 512], "buffers": {"A": {"bytes": 4, "shape": [132 * 512 * 1024]}}}
+    plans["copy"]["kernels"]["k0"]["summary"] = large
+    (on_h200_row,), _ = model_check.table([row], plans)
+    (on_h100_row,), _ = model_check.table([on_h100], plans)
+    assert on_h100_row[4] == pytest.approx(predict(large, config, gpu_spec("H100"), {}).seconds * 1e6)
+    assert on_h100_row[4] > 1.3 * on_h200_row[4]   # 270 MB read: the H100 copies 0.7 as fast as the H200
