@@ -103,12 +103,13 @@ def _sweep_row(source, day, case, variant, us, config) -> dict:
 
 
 def row_gpu(row: dict, default: str = "H200"):
-    """The spec a row is priced on: the GPU its run names (a suite run's meta; a sweep's file name,
-    `...-h100-...`), else `default` (the sweeps of 2026-12-01 and 02 all ran on the H200)."""
-    from tir_passes.contracts.gpu_specs import gpu_for_device, gpu_spec
+    """The spec a row is priced on: the sm_90 part its run names (a suite run's meta; a sweep's file
+    name, `...-h100-...`), else `default` (the sweeps of 2026-12-01 and 02 all ran on the H200; the
+    plans' registers are compiled for sm_90, so another generation is not priced on its own figures)."""
+    from tir_passes.contracts.gpu_specs import gpu_of_part, gpu_spec
 
-    named = row.get("device") or " ".join(row["source"].replace(".json", "").split("-"))
-    return gpu_for_device(named) or gpu_spec(default)
+    named = gpu_of_part(row.get("device") or " ".join(row["source"].replace(".json", "").split("-")))
+    return named if named is not None and named.compute_capability == 90 else gpu_spec(default)
 
 
 def predict_row(row: dict, plans: dict, spec) -> tuple[float, str] | None:

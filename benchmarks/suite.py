@@ -118,23 +118,40 @@ def _model(kernel, shape_vars: dict) -> dict:
 
 def _model_on_this_gpu(model: dict | None, module, shape_vars: dict, device_name: str) -> dict | None:
     """The manifest's model priced again for the GPU the run is on (its entry in
-    tir_passes/contracts/gpu_specs.py), where that is another sm_90 part than the one it was priced
-    for: the same configs, registers and shared memory (compiled ahead of time for sm_90), only the
-    GPU's figures change (an H100's copy bandwidth is 0.7 of an H200's). Else the manifest's model."""
-    from tir_passes.contracts.gpu_specs import gpu_for_device
+    tir_passes/contracts/gpu_specs.py, `gpu_of_part`), where that is another sm_90 part than the one
+    it was priced for: the same configs, registers and shared memory (compiled ahead of time for
+    sm_90), only the GPU's figures change (an H100's copy bandwidth is 0.7 of an H200's). Else the
+    manifest's model; where pricing fails, the manifest's model with the reason (the case still runs)."""
+    from tir_passes.contracts.gpu_specs import gpu_of_part
     from triton_codegen.hardware_model import Resources, predict
 
-    spec = gpu_for_device(device_name)
+    spec = gpu_of_part(device_name)
     if not model or not model.get("kernels") or spec is None or spec.name == model.get("gpu") \
             or spec.compute_capability != 90:
         return model
-    kernels = {}
-    for name, priced in model["kernels"].items():
-        prediction = predict(module.TILE_SUMMARY[name], priced["config"], spec, shape_vars,
-                             Resources(**priced["resources"]))
-        kernels[name] = {**priced, "us": prediction.seconds * 1e6, "bound": prediction.bound}
+    try:
+        kernels = {}
+        for name, priced in model["kernels"].items():
+            prediction = predict(module.TILE_SUMMARY[name], priced["config"], spec, shape_vars,
+                                 Resources(**priced["resources"]))
+            kernels[name] = {**priced, "us": prediction.seconds * 1e6, "bound": prediction.bound}
+    except Exception as err:  # noqa: BLE001 - the measurement matters more than its prediction
+        return {**model, "reprice_error": f"{spec.name}: {type(err).__name__}: {err}"[:500]}
     return {"gpu": spec.name, "generated_for": model["gpu"], "us": sum(k["us"] for k in kernels.values()),
             "kernels": kernels}
+
+
+def price_for_the_run(results: dict, folder: str) -> None:
+    """Each case's model priced for the GPU the run names (`_model_on_this_gpu`), from the modules and
+    manifest of `folder`: for a run made before the worker priced it. In place."""
+    with open(os.path.join(folder, MANIFEST)) as handle:
+        entries = {entry["name"]: entry for entry in json.load(handle)}
+    for case in results["cases"]:
+        entry = entries.get(case["name"])
+        if entry is not None and case.get("model"):
+            module = _load(os.path.join(folder, entry["module"]))
+            case["model"] = _model_on_this_gpu(case["model"], module, entry["shape_vars"],
+                                               results["meta"].get("device", ""))
 
 
 # --- run (the parent: workers, limits, the JSON) -----------------------------------------------
@@ -524,6 +541,8 @@ def main(argv: list[str]) -> int:
     running.add_argument("--case-limit", type=float, default=CASE_LIMIT_S, help="seconds for one case")
     table = commands.add_parser("table", help="write docs/benchmarks.md's section and keep the JSON")
     table.add_argument("json")
+    table.add_argument("--generated", help="the run's generated folder: price its model for the run's GPU "
+                                           "(a run made before `run` did)")
     smoke = commands.add_parser("smoke", help="every step at tiny sizes on the CPU, in Triton's interpreter")
     smoke.add_argument("folder", nargs="?")
     smoke.add_argument("--only", help="comma-separated case names")
@@ -538,6 +557,8 @@ def main(argv: list[str]) -> int:
         return 0 if _all_correct(results) else 1
     if options.command == "table":
         results = suite_report.load(options.json)
+        if options.generated:
+            price_for_the_run(results, options.generated)
         suite_report.rewrite_docs(results)
         print(f"docs/benchmarks.md rewritten; the JSON kept as {suite_report.keep_results(options.json, results)}")
         return 0

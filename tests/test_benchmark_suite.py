@@ -199,4 +199,9 @@ def test_the_model_is_priced_again_for_the_gpu_the_run_is_on(tmp_path):
     assert kernel["config"] == next(iter(model["kernels"].values()))["config"]
     assert suite._model_on_this_gpu(model, module, entry["shape_vars"], "NVIDIA H200") is model
     assert suite._model_on_this_gpu(model, module, entry["shape_vars"], "CPU (Triton's interpreter)") is model
+    assert suite._model_on_this_gpu(model, module, entry["shape_vars"], "NVIDIA H100 PCIe") is model
+    # a prediction that cannot be made keeps the manifest's, with the reason: the case is still measured
+    broken = {**model, "kernels": {"no_such_kernel": next(iter(model["kernels"].values()))}}
+    kept = suite._model_on_this_gpu(broken, module, entry["shape_vars"], "NVIDIA H100 80GB HBM3")
+    assert kept["us"] == model["us"] and kept["reprice_error"].startswith("H100: KeyError")
     assert "on the H100 (" in suite_report.section({"meta": {}, "cases": [{"name": "t", "model": h100}]})

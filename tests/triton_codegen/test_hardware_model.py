@@ -158,3 +158,14 @@ def test_the_model_ranks_contraction_tiles_as_the_size_model_does():
         summary = summarize(compiled.program)[kernel.name]
         chosen = predict(summary, _default(kernel), H200, {})
         assert chosen.seconds < 0.9 * predict(summary, {**_default(kernel), **before}, H200, {}).seconds
+
+
+def test_a_part_of_the_table_is_named_as_itself_and_its_variants_are_not():
+    from tir_passes.contracts.gpu_specs import gpu_of_part
+
+    assert gpu_of_part("NVIDIA H100 80GB HBM3").name == "H100"
+    assert gpu_of_part("NVIDIA H200").name == "H200"
+    # another board of the same chip: fewer multiprocessors, other memory; nor the nearest entry's guess
+    assert gpu_of_part("NVIDIA H100 PCIe") is None and gpu_of_part("NVIDIA H100 NVL") is None
+    assert gpu_of_part("NVIDIA GH200 480GB") is None and gpu_of_part("Some future GPU") is None
+    assert gpu_for_device("NVIDIA H100 PCIe").name == "H100"   # the tuner's nearest entry is unchanged

@@ -142,6 +142,7 @@ def test_the_check_prices_a_run_only_with_the_plan_it_measured():
     on_h100 = {**row, "device": "NVIDIA H100 80GB HBM3"}
     assert model_check.row_gpu(on_h100).name == "H100" and model_check.row_gpu(row).name == "H200"
     assert model_check.row_gpu({"source": "2026-12-07-h100-sweep.json"}).name == "H100"
+    assert model_check.row_gpu({**row, "device": "NVIDIA A100-SXM4-80GB"}).name == "H200"   # plans are sm_90's
     large = {**kernel, "grid": [132 * 512], "buffers": {"A": {"bytes": 4, "shape": [132 * 512 * 1024]}}}
     plans["copy"]["kernels"]["k0"]["summary"] = large
     (on_h200_row,), _ = model_check.table([row], plans)

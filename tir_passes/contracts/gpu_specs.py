@@ -121,3 +121,17 @@ def gpu_for_device(device_name: str, compute_capability: int | None = None) -> G
             return spec
     fallback = _BY_CAPABILITY.get(compute_capability or 0)
     return GPUS[fallback] if fallback else None
+
+
+# words in a driver's device name that make it another part than the table's entry of that name (the
+# SXM boards): fewer multiprocessors, other clocks and memory
+_OTHER_PARTS = ("PCIE", "NVL")
+
+
+def gpu_of_part(device_name: str) -> GpuSpec | None:
+    """The table's entry where the device is that very part ("NVIDIA H100 80GB HBM3"), else None: a
+    variant the table lacks ("NVIDIA H100 PCIe", "NVIDIA H100 NVL") or another GPU. For prices that
+    must be the device's own (the benchmark suite's model column), where gpu_for_device's nearest
+    entry would not do."""
+    words = device_name.upper().replace("-", " ").split()
+    return None if any(word in _OTHER_PARTS for word in words) else gpu_for_device(device_name)
