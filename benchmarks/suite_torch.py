@@ -185,7 +185,7 @@ def _cublas_and_compiled(function, same_output=None):
 
 def _matmul_into(a, b, out_dtype):
     """torch.mm writing `out_dtype` (a float16 product accumulated and stored in float32)."""
-    return torch.mm(a, b, out_dtype=out_dtype) if out_dtype != a.dtype else torch.mm(a, b)
+    return torch.mm(a, b, out_dtype=out_dtype)
 
 
 # SDPA's backends by name (torch.nn.attention.SDPBackend); "SDPA default" is what a user gets
@@ -289,6 +289,7 @@ PROGRAMS = {
     "bias_gelu_residual": (_bias_gelu_residual_ref, _eager_and_compiled(_bias_gelu_residual, 3)),
     "transpose": (_transpose_ref, _eager_and_compiled(_transpose, 1)),
     "matmul": (_matmul_ref, _cublas_and_compiled(_matmul, _matmul_into)),
+    "matmul_rounded": (_matmul_ref, _cublas_and_compiled(_matmul)),
     "linear": (_linear_ref, _cublas_and_compiled(_linear)),
     "attention_scores": (_scores_ref, _eager_and_compiled(_scores, 2)),
     "attention": (lambda args: _attention_ref(args, causal=False), _sdpa(causal=False)),

@@ -205,3 +205,15 @@ def test_the_model_is_priced_again_for_the_gpu_the_run_is_on(tmp_path):
     kept = suite._model_on_this_gpu(broken, module, entry["shape_vars"], "NVIDIA H100 80GB HBM3")
     assert kept["us"] == model["us"] and kept["reprice_error"].startswith("H100: KeyError")
     assert "on the H100 (" in suite_report.section({"meta": {}, "cases": [{"name": "t", "model": h100}]})
+
+
+def test_the_rounded_matmul_writes_cublas_output_type_in_one_kernel(tmp_path):
+    """matmul_rounded (examples/matmul.py): the float32 sums rounded to a float16 C in the kernel's
+    epilogue, one kernel, checked against float64 like its peers (torch.matmul's float16 C)."""
+    only = {"matmul_rounded_fp16_3000x5000x1000"}
+    assert suite.smoke_run(str(tmp_path), only) == 0
+    (case,) = json.loads((tmp_path / "out" / "suite.json").read_text())["cases"]
+    assert case["kernels"] == 1 and case["ours"]["ok"]
+    assert sorted(case["peers"]) == ["cuBLAS", "torch.compile"]   # the out_dtype peer only where C is float32
+    (entry,) = json.loads((tmp_path / suite.MANIFEST).read_text())
+    assert [p["dtype"] for p in entry["params"]] == ["float16"] * 3
