@@ -149,7 +149,38 @@ def persistent(text: str) -> str:
     return _changed(text, text2, "persistent")
 
 
-EDITS = {"noguard": no_guard, "log2m": log2_max, "tutorial": tutorial, "ws": warp_specialize,
+_SCORES_STEP = re.compile(
+    r"^        acc_scores_\d+ = tl\.full\(\[BLOCK_I, BLOCK_J\], 0\.0, tl\.float32\)\n"
+    r"        K_tile = tl\.reshape\(K_desc\.load\(\[(?P<head>\w+, \w+), \(j_0 \* BLOCK_J\), 0\]\), \[BLOCK_J, BLOCK_AX0\]\)\n"
+    r"        dot = tl\.dot\((?P<q>Q_tile\w*), tl\.trans\(K_tile\), acc_scores_\d+\)\n"
+    r"        acc_scores_\d+ = dot\n"
+    r"        (?P<scores>scores_\d+) = acc_scores_\d+\n", re.M)
+
+
+def next_first(text: str) -> str:
+    """FA3's intra-warpgroup overlap by hand: the scores of key tile j + 1 issued (an asynchronous wgmma)
+    before tile j's softmax and P·V, so the tensor cores work while the softmax runs; the descriptor
+    kernel's walk only (the one Hopper runs). The last step computes a redundant tile (clamped)."""
+    out = []
+    for kernel in re.split(r"(?=^@triton\.jit\n)", text, flags=re.M):
+        match = _SCORES_STEP.search(kernel)
+        if not match:
+            out.append(kernel)
+            continue
+        last = "(tl.cdiv(4096, BLOCK_J) - 1)".replace("4096", str(S))
+        load = "tl.reshape(K_desc.load([" + match["head"] + ", ({} * BLOCK_J), 0]), [BLOCK_J, BLOCK_AX0])"
+        step = (f"        {match['scores']} = scores_next\n"
+                f"        K_tile = {load.format(f'tl.minimum(j_0 + 1, {last})')}\n"
+                f"        scores_next = tl.dot({match['q']}, tl.trans(K_tile))\n")
+        kernel = kernel[:match.start()] + step + kernel[match.end():]
+        prologue = (f"    K_tile = {load.format('0')}\n"
+                    f"    scores_next = tl.dot({match['q']}, tl.trans(K_tile))\n")
+        kernel = re.sub(r"^(    for j_0 in range)", prologue.replace("\\", "\\\\") + r"\1", kernel, count=1, flags=re.M)
+        out.append(kernel)
+    return _changed(text, "".join(out), "nextfirst")
+
+
+EDITS = {"nextfirst": next_first, "noguard": no_guard, "log2m": log2_max, "tutorial": tutorial, "ws": warp_specialize,
          "devdesc": device_descriptors, "hoistq": hoist_query, "lpt": longest_first, "persistent": persistent}
 
 
@@ -176,6 +207,10 @@ def _plan(causal: bool) -> list:
             ("hoistq+tutorial+devdesc+ws 128x64/4w/3s", "hoistq+tutorial+devdesc+ws", _config(128, 64, 4, 3), True),
         ]
     return base + [
+        ("tutorial+nextfirst 128x64/8w/2s", "tutorial+nextfirst", _config(128, 64, 8, 2), True),
+        ("tutorial+nextfirst 128x128/8w/2s", "tutorial+nextfirst", _config(128, 128, 8, 2), True),
+        ("tutorial+nextfirst 128x64/8w/3s", "tutorial+nextfirst", _config(128, 64, 8, 3), True),
+        ("tutorial+nextfirst 128x64/4w/2s", "tutorial+nextfirst", NARROW, True),
         ("noguard", "noguard", {}, True),
         ("log2m", "log2m", {}, True),
         ("tutorial", "tutorial", {}, True),
