@@ -1,0 +1,53 @@
+"""Rows per program of the norms' backward row kernel (RowPartials' R), measured in the suite's harness.
+
+    python benchmarks/norm_rows_gpu.py generate DIR      # here (TVM): DIR/<variant>/ suites of the two cases
+    for v in DIR/*/; do python3 benchmarks/suite.py run $v OUT/$(basename $v) \\
+        --only layernorm_backward_fp16_16384x8192,rmsnorm_backward_fp16_16384x8192; done   # on the GPU
+
+RowPartials picks R for PROGRAMS_PER_SM (2) programs resident per multiprocessor: at 16384 rows on
+132 SMs, 64 rows (256 programs). The row kernel's registers (16 warps, about 125 a thread) let one
+program be resident, so 256 programs run as two rounds, the second on 124 SMs. Variants, each a
+product compile of the suite's backward cases (`save="auto"`) with one constant of the pass set:
+
+- r64: as the product decides (PROGRAMS_PER_SM 2);
+- r128: PROGRAMS_PER_SM 1 (the smallest divisor of the rows at or above rows / SMs: 128 rows, 128 programs,
+  half the partials);
+- r125: R = ceil(rows / SMs) whether or not it divides the rows (132 programs, the last one ragged:
+  every SM one program).
+"""
+
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.dirname(HERE), HERE]
+
+CASES = {"layernorm_backward_fp16_16384x8192", "rmsnorm_backward_fp16_16384x8192"}
+
+
+def _ragged_rows(spec, rows, deterministic):
+    return row_partials.DETERMINISTIC_ROWS if rows is None or deterministic else math.ceil(rows / spec.multiprocessors)
+
+
+from tir_passes.passes import row_partials  # noqa: E402
+
+VARIANTS = {"r64": {}, "r128": {"PROGRAMS_PER_SM": 1}, "r125": {"rows_per_program": _ragged_rows}}
+
+
+def generate(folder: str) -> None:
+    import suite
+
+    for variant, constants in VARIANTS.items():
+        saved = {name: getattr(row_partials, name) for name in constants}
+        try:
+            for name, value in constants.items():
+                setattr(row_partials, name, value)
+            suite.generate(os.path.join(folder, variant), "full", CASES)
+        finally:
+            for name, value in saved.items():
+                setattr(row_partials, name, value)
+
+
+if __name__ == "__main__":
+    generate(sys.argv[2])
