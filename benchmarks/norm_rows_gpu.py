@@ -14,6 +14,12 @@ product compile of the suite's backward cases (`save="auto"`) with one constant 
   half the partials);
 - r125: R = ceil(rows / SMs) whether or not it divides the rows (132 programs, the last one ragged:
   every SM one program).
+
+Measured on an H100 80GB HBM3 (2026-12-07, one run of each, the suite's rounds; JSON of r64:
+benchmarks/results/2026-12-07-h100-norm-rows-r64.json, the other two as the run printed them): LayerNorm's
+backward r64 298.9 µs (90.4% of a copy of its bytes), r128 300.0 (90.1%), r125 300.0 (90.2%): no difference
+beyond noise, so R stays the product's. RMSNorm's rows are symbolic (R = 64 in every variant): 294.0-294.3 µs
+(91.9-92.1%).
 """
 
 import math
