@@ -201,7 +201,7 @@ def section(run: dict) -> str:
         "",
         "```sh",
         f"python benchmarks/suite.py generate {meta.get('folder', 'DIR')}   # here, with TVM",
-        f"{meta.get('command', 'python benchmarks/suite.py run DIR OUT')}   # {where}",
+        f"{_portable(meta.get('command', 'python benchmarks/suite.py run DIR OUT'))}   # {where}",
         "```",
         "",
         _copy_line(run.get("copy") or {}),
@@ -233,6 +233,13 @@ def _copy_line(copy: dict) -> str:
     return (f"Device copy (read + write{moved}): {copy['gbps'] / 1e3:.2f} TB/s. A memory-bound case's goal divides "
             "its rate by a copy of its own floor bytes timed beside it (\"of a copy of its bytes\"; smaller copies "
             "reach less), else by this one (\"of copy\").")
+
+
+def _portable(command: str) -> str:
+    """The run's command with each absolute path (the GPU machine's output folder) as OUT/<its last name>:
+    what a reader types, not a folder of that machine."""
+    return " ".join(f"OUT/{os.path.basename(word.rstrip('/'))}" if os.path.isabs(word) else word
+                    for word in command.split(" "))
 
 
 def _model_gpus(run: dict) -> str:

@@ -217,3 +217,10 @@ def test_the_rounded_matmul_writes_cublas_output_type_in_one_kernel(tmp_path):
     assert sorted(case["peers"]) == ["cuBLAS", "torch.compile"]   # the out_dtype peer only where C is float32
     (entry,) = json.loads((tmp_path / suite.MANIFEST).read_text())
     assert [p["dtype"] for p in entry["params"]] == ["float16"] * 3
+
+
+def test_the_section_names_the_gpu_machines_output_folder_as_out():
+    run = {"meta": {"command": "python benchmarks/suite.py run generated/suite /root/out/suite --deadline 250"},
+           "cases": []}
+    section = suite_report.section(run)
+    assert "run generated/suite OUT/suite --deadline 250" in section and "/root" not in section
