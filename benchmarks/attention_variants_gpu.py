@@ -160,14 +160,15 @@ _SCORES_STEP = re.compile(
 def next_first(text: str) -> str:
     """FA3's intra-warpgroup overlap by hand: the scores of key tile j + 1 issued (an asynchronous wgmma)
     before tile j's softmax and P·V, so the tensor cores work while the softmax runs; the descriptor
-    kernel's walk only (the one Hopper runs). The last step computes a redundant tile (clamped)."""
+    kernel's walk only (the one Hopper runs). The last step computes a redundant tile (clamped). Assumes the
+    non-causal walk: key tiles 0 to cdiv(S, BLOCK_J) - 1 (the prologue loads tile 0; the clamp is the last)."""
     out = []
     for kernel in re.split(r"(?=^@triton\.jit\n)", text, flags=re.M):
         match = _SCORES_STEP.search(kernel)
         if not match:
             out.append(kernel)
             continue
-        last = "(tl.cdiv(4096, BLOCK_J) - 1)".replace("4096", str(S))
+        last = f"(tl.cdiv({S}, BLOCK_J) - 1)"
         load = "tl.reshape(K_desc.load([" + match["head"] + ", ({} * BLOCK_J), 0]), [BLOCK_J, BLOCK_AX0])"
         step = (f"        {match['scores']} = scores_next\n"
                 f"        K_tile = {load.format(f'tl.minimum(j_0 + 1, {last})')}\n"

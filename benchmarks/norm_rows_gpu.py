@@ -16,7 +16,8 @@ product compile of the suite's backward cases (`save="auto"`) with one constant 
   every SM one program).
 
 Measured on an H100 80GB HBM3 (2026-12-07, one run of each, the suite's rounds; JSON of r64:
-benchmarks/results/2026-12-07-h100-norm-rows-r64.json, the other two as the run printed them): LayerNorm's
+benchmarks/results/2026-12-07-h100-norm-rows-r64.json; r128 and r125 as the run printed its table, their
+JSON did not come back from the GPU machine): LayerNorm's
 backward r64 298.9 µs (90.4% of a copy of its bytes), r128 300.0 (90.1%), r125 300.0 (90.2%): no difference
 beyond noise, so R stays the product's. RMSNorm's rows are symbolic (R = 64 in every variant): 294.0-294.3 µs
 (91.9-92.1%).
@@ -29,14 +30,15 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), HERE]
 
+from tir_passes.passes import row_partials  # noqa: E402
+
 CASES = {"layernorm_backward_fp16_16384x8192", "rmsnorm_backward_fp16_16384x8192"}
 
 
 def _ragged_rows(spec, rows, deterministic):
+    """R = ceil(rows / SMs), a divisor or not (the last program ragged)."""
     return row_partials.DETERMINISTIC_ROWS if rows is None or deterministic else math.ceil(rows / spec.multiprocessors)
 
-
-from tir_passes.passes import row_partials  # noqa: E402
 
 VARIANTS = {"r64": {}, "r128": {"PROGRAMS_PER_SM": 1}, "r125": {"rows_per_program": _ragged_rows}}
 
@@ -56,4 +58,6 @@ def generate(folder: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "generate":
+        sys.exit("usage: python benchmarks/norm_rows_gpu.py generate DIR")
     generate(sys.argv[2])

@@ -236,10 +236,13 @@ def _copy_line(copy: dict) -> str:
 
 
 def _portable(command: str) -> str:
-    """The run's command with each absolute path (the GPU machine's output folder) as OUT/<its last name>:
-    what a reader types, not a folder of that machine."""
-    return " ".join(f"OUT/{os.path.basename(word.rstrip('/'))}" if os.path.isabs(word) else word
-                    for word in command.split(" "))
+    """The run's command (`... run FOLDER OUT ...`) with OUT, where absolute (the GPU machine's output
+    folder), as OUT/<its last name>: what a reader types, not a folder of that machine."""
+    words = command.split(" ")
+    at = words.index("run") + 2 if "run" in words else len(words)
+    if at < len(words) and os.path.isabs(words[at]):
+        words[at] = f"OUT/{os.path.basename(words[at].rstrip('/'))}"
+    return " ".join(words)
 
 
 def _model_gpus(run: dict) -> str:

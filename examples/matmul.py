@@ -18,8 +18,9 @@ def make_matmul(M: int, N: int, K: int, in_dtype: str = "float16", out_dtype: st
 
 
 def make_matmul_rounded(M: int, N: int, K: int, dtype: str = "float16"):
-    """C = A · B in `dtype`, accumulated in float32 and rounded once at the end: what torch.matmul
-    (cuBLAS) computes for float16 operands, where make_matmul's C keeps the float32 sums."""
+    """C = A · B in `dtype`, accumulated in float32 and rounded once at the end: the product torch.matmul
+    (cuBLAS) computes for float16 operands, up to the order of its sums (cuBLAS may also reduce in
+    reduced precision, torch's default), where make_matmul's C keeps the float32 sums."""
     @T.prim_func(s_tir=True)
     def matmul_rounded(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C: T.Buffer((M, N), dtype)):
         acc = T.alloc_buffer((M, N), "float32")

@@ -214,7 +214,10 @@ def test_the_rounded_matmul_writes_cublas_output_type_in_one_kernel(tmp_path):
     assert suite.smoke_run(str(tmp_path), only) == 0
     (case,) = json.loads((tmp_path / "out" / "suite.json").read_text())["cases"]
     assert case["kernels"] == 1 and case["ours"]["ok"]
-    assert sorted(case["peers"]) == ["cuBLAS", "torch.compile"]   # the out_dtype peer only where C is float32
+    assert sorted(case["peers"]) == ["cuBLAS", "torch.compile"]
+    # on a GPU too: the out_dtype peer (a float32 C) only for the float32-C matmul
+    assert sorted(suite_torch.PROGRAMS["matmul_rounded"][1]("cuda")) == ["cuBLAS", "torch.compile"]
+    assert "cuBLAS (torch.mm out_dtype)" in suite_torch.PROGRAMS["matmul"][1]("cuda")
     (entry,) = json.loads((tmp_path / suite.MANIFEST).read_text())
     assert [p["dtype"] for p in entry["params"]] == ["float16"] * 3
 
@@ -224,3 +227,6 @@ def test_the_section_names_the_gpu_machines_output_folder_as_out():
            "cases": []}
     section = suite_report.section(run)
     assert "run generated/suite OUT/suite --deadline 250" in section and "/root" not in section
+    # only the output folder: an absolute input folder is what the reader typed too
+    assert suite_report._portable("python benchmarks/suite.py run /data/gen /root/out/x") == \
+        "python benchmarks/suite.py run /data/gen OUT/x"
