@@ -97,6 +97,23 @@ def _fp16_gemm_bytes(s: dict) -> int:
     return (s["M"] * s["K"] + s["N"] * s["K"] + s["M"] * s["N"]) * 2
 
 
+def _gemm_flops(s: dict) -> int:
+    return 2 * s["M"] * s["N"] * s["K"]
+
+
+# the matmul products the suite times (name, full sizes, smoke sizes, the goal's share of the best peer)
+MATMUL_SHAPES = (("4096", dict(M=4096, N=4096, K=4096), dict(M=67, N=48, K=40), 1.0),
+                 ("8192", dict(M=8192, N=8192, K=8192), dict(M=64, N=32, K=48), 1.0),
+                 ("3000x5000x1000", dict(M=3000, N=5000, K=1000), dict(M=37, N=45, K=21), 0.90))
+
+
+def _matmul_cases(program: str, make, floor_bytes) -> tuple:
+    """One case a shape of MATMUL_SHAPES, `program`'s (a suite_torch.PROGRAMS key and the case's name)."""
+    return tuple(Case(f"{program}_fp16_{name}", program, lambda s: make(s["M"], s["N"], s["K"]), full, smoke,
+                      floor_bytes, _gemm_flops, Goal(versus=((BEST, share),)))
+                 for name, full, smoke, share in MATMUL_SHAPES)
+
+
 def _swiglu_bytes(s: dict) -> int:
     return (s["M"] * s["K"] + 2 * s["N"] * s["K"] + s["M"] * s["N"]) * 2
 
@@ -121,32 +138,16 @@ CASES = (
          ROWS, dict(M=37, N=48), lambda s: 3 * s["M"] * s["N"] * 2, goal=BANDWIDTH),
     Case("transpose_fp32_4096", "transpose", lambda s: make_transpose(s["M"], s["N"], "float32"),
          dict(M=4096, N=4096), dict(M=36, N=44), lambda s: 2 * s["M"] * s["N"] * 4, goal=BANDWIDTH),
-    Case("matmul_fp16_4096", "matmul", lambda s: make_matmul(s["M"], s["N"], s["K"]),
-         dict(M=4096, N=4096, K=4096), dict(M=67, N=48, K=40), _matmul_bytes,
-         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=((BEST, 1.0),))),
-    Case("matmul_fp16_8192", "matmul", lambda s: make_matmul(s["M"], s["N"], s["K"]),
-         dict(M=8192, N=8192, K=8192), dict(M=64, N=32, K=48), _matmul_bytes,
-         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=((BEST, 1.0),))),
-    Case("matmul_fp16_3000x5000x1000", "matmul", lambda s: make_matmul(s["M"], s["N"], s["K"]),
-         dict(M=3000, N=5000, K=1000), dict(M=37, N=45, K=21), _matmul_bytes,
-         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=((BEST, 0.90),))),
-    # the products above as torch.matmul computes them: a float32 accumulator rounded to a float16 C, so ours
+    *_matmul_cases("matmul", make_matmul, _matmul_bytes),
+    # the same products as torch.matmul computes them: a float32 accumulator rounded to a float16 C, so ours
     # writes the bytes cuBLAS writes (the float32 C above writes twice as many)
-    Case("matmul_rounded_fp16_4096", "matmul_rounded", lambda s: make_matmul_rounded(s["M"], s["N"], s["K"]),
-         dict(M=4096, N=4096, K=4096), dict(M=67, N=48, K=40), _fp16_gemm_bytes,
-         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=((BEST, 1.0),))),
-    Case("matmul_rounded_fp16_8192", "matmul_rounded", lambda s: make_matmul_rounded(s["M"], s["N"], s["K"]),
-         dict(M=8192, N=8192, K=8192), dict(M=64, N=32, K=48), _fp16_gemm_bytes,
-         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=((BEST, 1.0),))),
-    Case("matmul_rounded_fp16_3000x5000x1000", "matmul_rounded", lambda s: make_matmul_rounded(s["M"], s["N"], s["K"]),
-         dict(M=3000, N=5000, K=1000), dict(M=37, N=45, K=21), _fp16_gemm_bytes,
-         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=((BEST, 0.90),))),
+    *_matmul_cases("matmul_rounded", make_matmul_rounded, _fp16_gemm_bytes),
     Case("linear_decode_fp16_16x4096x4096", "linear", lambda s: make_linear(s["M"], s["N"], s["K"]),
          dict(M=16, N=4096, K=4096), dict(M=16, N=64, K=512), _fp16_gemm_bytes,   # memory-bound: rated in bytes
          goal=Goal(copy_fraction=0.80, versus=((BEST, 1.0),))),
     Case("linear_fp16_8192x11008x4096", "linear", lambda s: make_linear(s["M"], s["N"], s["K"]),
          dict(M=8192, N=11008, K=4096), dict(M=40, N=48, K=32), _fp16_gemm_bytes,
-         lambda s: 2 * s["M"] * s["N"] * s["K"], Goal(versus=((BEST, 1.0),))),
+         _gemm_flops, Goal(versus=((BEST, 1.0),))),
     Case("attention_scores_fp16_4096x4096x128", "attention_scores",
          lambda s: make_attention_scores(s["M"], s["N"], s["D"]),
          dict(M=4096, N=4096, D=128), dict(M=37, N=48, D=32),

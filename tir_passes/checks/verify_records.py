@@ -101,7 +101,6 @@ def _step_problems(func, step: FusionStep, nests: dict[str, int], allocated: dic
     return problems
 
 
-
 def _copy_problems(func, step: FusionStep, allocated: dict, dropped=frozenset()) -> list[str]:
     """Each copy writes a root allocation of its own (a copy a share step dropped: none, it is gone)."""
     written = {block.name_hint: [buf.name for buf in written_buffers(block)]

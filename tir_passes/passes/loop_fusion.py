@@ -225,7 +225,6 @@ def _kept_and_stored(sch, buffers: list) -> tuple[list, list]:
     return [buf for buf in buffers if not any(buf.same_as(s) for s in stored)], stored
 
 
-
 def _stream_contractions(sch, intermediates: set[str], decisions: list[FusionStep], limits: BackendLimits) -> None:
     """Before fusing over shared axes (which would put the reader's epilogue under its row loops),
     stream every contraction over the register budget into a reader that reduces along its axis."""
