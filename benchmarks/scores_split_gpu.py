@@ -1,11 +1,12 @@
 """softmax(Q·Kᵀ/√d) with the scores written, its key axis split: the statistics in chunks, then a 2-D store.
 
-    python benchmarks/scores_split_gpu.py generate DIR       # here (TVM): DIR/today.py, DIR/compiled_split.py
-    python3 benchmarks/scores_split_gpu.py run DIR OUT.json   # on the GPU (torch + triton only), under 60 s
+    python benchmarks/scores_split_gpu.py generate DIR       # here (TVM): DIR/today.py, DIR/compiled_split_<n>.py
+    python3 benchmarks/scores_split_gpu.py run DIR OUT.json   # on the GPU (torch + triton only), under 3 minutes
     TRITON_INTERPRET=1 python benchmarks/scores_split_gpu.py smoke  # the split kernels' numbers, no GPU
 
-today.py is the program as compiled (SplitOnlineRows' price keeps it one kernel), compiled_split.py
-the split the pass makes when its added kernels are priced at nothing (three kernels). The suite's module walks every key twice in one program per block of query rows (4096/32 = 128
+today.py is the program as compiled (SplitOnlineRows' price decides), compiled_split_<n>.py the split
+the pass makes at n chunks (2, 4, 8; three kernels), each module timed through run() (its launches
+replayed), per kernel (the profiler's CUDA times) and at each kernel's first four configs. The suite's module walks every key twice in one program per block of query rows (4096/32 = 128
 programs on 132 SMs). The split form is two kernels, the ones the online split lowers to
 (docs/passes.md, "Split online statistics"): A, on a (row tiles × chunks) grid, writes each chunk's
 running max m and sum l; B, on a (row tiles × key tiles) grid, combines its rows' `splits` partials
@@ -26,8 +27,12 @@ from probe_common import bench_us, graph_us, load_module, on_path, write_json
 
 M, N, D = 4096, 4096, 128
 SPLITS = (1, 2, 4, 8, 16, 32)
+SWEEP_SECONDS = 60   # the hand-written sweep stops here (after the modules'): the probe stays under 5 minutes
 STATS_TILES = ((64, 64, 4), (128, 64, 8), (64, 128, 4))      # (rows, keys, warps) of kernel A
 STORE_TILES = ((64, 128, 4), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 256, 4))   # kernel B
+
+
+FORCED_SPLITS = (2, 4, 8)   # the compiled split at each of these counts (compiled_split_<n>)
 
 
 def generate(out: str) -> None:
@@ -35,21 +40,73 @@ def generate(out: str) -> None:
     from attention_scores import make_attention_scores
     from triton_codegen import compile
 
-    from tir_passes.passes import online_split_sizes
+    from tir_passes.passes import split_online_rows
+    from tir_passes.passes.online_split_sizes import OnlineSplitPrice
 
     os.makedirs(out, exist_ok=True)
-    for name, kernel_seconds in (("today", None), ("compiled_split", 0.0)):
-        # the price keeps this case whole (two more kernels cost more than the walk): compiled_split
-        # prices the added kernels at nothing, so the split the pass would make is what runs
-        saved = online_split_sizes.ONLINE_SPLIT_KERNEL_SECONDS
-        if kernel_seconds is not None:
-            online_split_sizes.ONLINE_SPLIT_KERNEL_SECONDS = kernel_seconds
+    priced = split_online_rows.online_splits
+    for splits in (None, *FORCED_SPLITS):
+        # the price decides `today`; compiled_split_<n> is the split the pass makes at n chunks
+        if splits is not None:
+            split_online_rows.online_splits = lambda spec, walk, chunked=None, n=splits: OnlineSplitPrice(n, 0.0, 1.0)
         try:
             kernel = compile(make_attention_scores(M, N, D), verify=False)
         finally:
-            online_split_sizes.ONLINE_SPLIT_KERNEL_SECONDS = saved
+            split_online_rows.online_splits = priced
+        name = "today" if splits is None else f"compiled_split_{splits}"
         kernel.save(os.path.join(out, f"{name}.py"))
         print(name, len(kernel.program.kernels), "kernel(s)")
+
+
+def _kernel_us(torch, launch, calls: int = 20) -> dict[str, float]:
+    """Each kernel's mean GPU time (the profiler's CUDA events) over `calls` launches of the module."""
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                launch()
+            torch.cuda.synchronize()
+    except Exception as err:  # noqa: BLE001 - reported in the row, the rest goes on
+        return {"error": str(err)[:200]}
+    times = {}
+    for event in prof.key_averages():   # device_time is the per-call mean (torch 2.11)
+        if event.device_type == torch.autograd.DeviceType.CUDA and "kernel" in event.key:
+            times[event.key] = getattr(event, "device_time", getattr(event, "cuda_time", 0.0))
+    return times
+
+
+# configs appended to a compiled module's CONFIGS (a reader may edit them) by the role of the kernel: the
+# hand-written split's best tiles (2026-12-02) and neighbours, one K step of the 128-wide head each
+EXTRA_CONFIGS = {
+    "stats": [{"BLOCK_I_M": rows, "BLOCK_J": keys, "BLOCK_AX0": 128, "num_warps": 4, "num_stages": 3}
+              for rows, keys in ((64, 128), (64, 64), (128, 128))],
+    "store": [{"BLOCK_M": rows, "BLOCK_N": cols, "BLOCK_K": 128, "num_warps": warps, "num_stages": 2}
+              for rows, cols, warps in ((64, 128, 4), (128, 64, 4), (128, 128, 8), (64, 256, 8), (128, 128, 4))],
+}
+
+
+def _configs(module, store_sweep):
+    """(kernel, config index) of every kernel's first four configs, then the EXTRA_CONFIGS of its role
+    (the split's statistics kernel: BLOCK_I_M and BLOCK_J; its store: BLOCK_M and BLOCK_N) appended."""
+    chosen = []
+    for name in module.CHOSEN:
+        configs = module.CONFIGS[name]
+        role = ("stats" if "BLOCK_J" in configs[0] and "BLOCK_J_2" not in configs[0] else
+                "store" if "BLOCK_N" in configs[0] and len(module.CHOSEN) > 1 else None)
+        extra = [config for config in EXTRA_CONFIGS.get(role, []) if config not in configs]
+        if role == "store" and not store_sweep:
+            continue   # the store kernel is the same at every split count: swept in one module
+        chosen += [(name, index) for index in range(min(4, len(configs)))]
+        chosen += [(name, len(configs) + index) for index in range(len(extra))]
+        configs.extend(extra)
+    return chosen
+
+
+def _fastest_alone(rows, kernel, modules):
+    """The config of `kernel` that timed fastest in the rows of `modules` (changed alone), or None."""
+    timed = [r for r in rows if r.get("kernel") == kernel and r["variant"] in modules and "us" in r]
+    return min(timed, key=lambda r: r["us"])["config"] if timed else None
 
 
 def _kernels():
@@ -122,15 +179,43 @@ def run(folder: str, out: str) -> None:
         return bench_us(launch, rep=25, warmup=5), error, graph_us(launch)
 
     rows = []
-    for name in ("today", "compiled_split"):   # the compiler's modules: without SplitOnlineRows, with it
+    for name in ("today", *(f"compiled_split_{n}" for n in (4, 2, 8))):   # the compiler's modules
         path = os.path.join(folder, f"{name}.py")
         if not os.path.exists(path):
             continue
-        module = load_module(path, name)
+        module, variant = load_module(path, name), f"{name} (module)"
         us, error, graph = timed(lambda module=module: module.run(q, k, p))
-        rows.append({"variant": f"{name} (module)", "us": us, "graph_us": graph, "max_abs_error": error,
-                     "kernels": len(module.LAUNCHERS)})
+        rows.append({"variant": variant, "us": us, "graph_us": graph, "max_abs_error": error,
+                     "kernels": len(module.LAUNCHERS), "kernel_us": _kernel_us(torch, lambda m=module: m.run(q, k, p)),
+                     "chosen": {kernel: module.CONFIGS[kernel][index] for kernel, index in module.CHOSEN.items()}})
         print(rows[-1], flush=True)
+        default = dict(module.CHOSEN)
+        for kernel, index in _configs(module, store_sweep=name == "compiled_split_4"):
+            if index == default[kernel]:
+                continue
+            module.CHOSEN.update(default, **{kernel: index})
+            row = {"variant": variant, "kernel": kernel, "config": module.CONFIGS[kernel][index]}
+            try:
+                us, error, graph = timed(lambda module=module: module.run(q, k, p))
+                rows.append({**row, "us": us, "graph_us": graph, "max_abs_error": error})
+            except Exception as err:  # noqa: BLE001 - reported, the rest goes on
+                rows.append({**row, "error": str(err)[:200]})
+            print(rows[-1], flush=True)
+        if len(default) > 1:   # every kernel at its fastest config alone (the store's from the sweep)
+            for kernel in default:
+                config = _fastest_alone(rows, kernel, (variant, "compiled_split_4 (module)"))
+                if config is None:
+                    continue
+                if config not in module.CONFIGS[kernel]:
+                    module.CONFIGS[kernel].append(config)
+                module.CHOSEN[kernel] = module.CONFIGS[kernel].index(config)
+            us, error, graph = timed(lambda module=module: module.run(q, k, p))
+            rows.append({"variant": variant, "kernel": "each at its fastest", "us": us, "graph_us": graph,
+                         "max_abs_error": error, "kernel_us": _kernel_us(torch, lambda m=module: m.run(q, k, p)),
+                         "chosen": {kernel: module.CONFIGS[kernel][index] for kernel, index in module.CHOSEN.items()}})
+            print(rows[-1], flush=True)
+        module.CHOSEN.update(default)
+    sweep_began = time.time()
     compiled = torch.compile(lambda a, b: torch.softmax((a @ b.T).float() / math.sqrt(D), dim=1))
     compiled(q, k)
     rows.append({"variant": "torch.compile", "us": bench_us(lambda: compiled(q, k), rep=25, warmup=5),
@@ -141,8 +226,8 @@ def run(folder: str, out: str) -> None:
     for splits in SPLITS:
         for a in STATS_TILES:
             for b in STORE_TILES:
-                if N // splits < a[1] or time.time() - began > 48:
-                    continue   # under the 60 s a probe may take: the rest of the sweep is left out
+                if N // splits < a[1] or time.time() - sweep_began > SWEEP_SECONDS:
+                    continue   # past SWEEP_SECONDS: the rest of the sweep is left out
                 forms = [("split", None)] + ([("split3", combined)] if a in STATS_TILES[:2] and b in STORE_TILES[:3]
                                              else [])
                 for variant, three in forms:
@@ -166,7 +251,7 @@ def run(folder: str, out: str) -> None:
                                                      or r["graph_us"] < fastest_gpu[key]["graph_us"]):
             fastest_gpu[key] = r
     summary = {"best_graph_per_variant": [fastest_gpu[key] for key in sorted(fastest_gpu)],
-               "sweep_complete": time.time() - began <= 48, "best_per_split": [best[key] for key in sorted(best)], "write_floor_us": M * N * 4 / 4.8e6,
+               "sweep_complete": time.time() - sweep_began <= SWEEP_SECONDS, "best_per_split": [best[key] for key in sorted(best)], "write_floor_us": M * N * 4 / 4.8e6,
                "device": torch.cuda.get_device_name(), "seconds": time.time() - began}
     write_json(out, {"rows": rows, "summary": summary})
     print(json.dumps(summary, indent=1))

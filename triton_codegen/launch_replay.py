@@ -16,9 +16,18 @@ verdict alike), carried to the launches; what is kept holds no tensor, only argu
 The key includes the chosen config of every kernel, USE_DESCRIPTORS and the interpreter switch;
 a kernel replaced in the module since (a test's stand-in) sends the call down the full path.
 
+Scratch buffers (the intermediates _prepare allocates per call, `torch.empty`: every element a
+kernel reads, a kernel of the call wrote first) are replayed as allocations: the replay keeps each
+one's shape, strides, dtype and device and allocates it again per call, as _prepare would, before
+the launches that take it. A tensor counts as scratch only where it is one of _prepare's values
+that is none of run()'s arguments and owns its whole storage (a fresh allocation, not a view).
+Modules of several kernels have them (split statistics, row partials, a backward's saved rows), and
+their Python work (68 µs a call around 65 µs of GPU time in softmax(Q·Kᵀ) split three ways, H200,
+2026-12-02) is what replay removes.
+
 Not replayed, the full path every call: keyword arguments, arguments the checks cannot key (fake
-tensors, tensor subclasses, numpy numbers), launches that take a tensor that is not one of run()'s
-arguments (scratch buffers _prepare allocates per call), and any call that raised.
+tensors, tensor subclasses, numpy numbers), launches that take a tensor that is neither one of
+run()'s arguments nor a scratch buffer (a view of one), and any call that raised.
 """
 
 import threading
@@ -53,7 +62,18 @@ def run_launches(args, kwargs, prepare, launchers, configs, chosen):
         _RECORDER.calls = _RECORDER.asked = None
     if recording:
         variants = {name: VARIANTS_RUN[name] for name, _ in launchers if name in VARIANTS_RUN}
-        _remember(_REPLAYS, key, _replay_of(calls, asked, args, variants) or _NOT_REPLAYABLE)
+        replay = _replay_of(calls, asked, args, variants, _scratch_of(t, args))
+        _remember(_REPLAYS, key, replay or _NOT_REPLAYABLE)
+
+
+def _scratch_of(prepared, args):
+    """The tensors _prepare allocated (its values that are none of run()'s arguments), each a whole
+    fresh allocation; None where one is not (a view: the call is not replayable)."""
+    given = {id(value) for value in args}
+    scratch = [value for value in prepared.values() if isinstance(value, torch.Tensor) and id(value) not in given]
+    whole = all(value.storage_offset() == 0 and value.is_contiguous()
+                and value.untyped_storage().nbytes() == value.numel() * value.element_size() for value in scratch)
+    return scratch if whole else None
 
 
 def recorded(kernel):
@@ -79,17 +99,22 @@ class _Recording:
 
 class _Replay:
     """The launches of one run(): per launch (kernel[grid], the arguments with None where a tensor
-    goes, (position, run() argument) of each tensor, the other keyword arguments, (name, run()
-    argument, class, fields) of each descriptor); the kernels asked for by name; VARIANTS_RUN's lines."""
+    goes, (position, source) of each tensor, the other keyword arguments, (name, source, class,
+    fields) of each descriptor); the kernels asked for by name; VARIANTS_RUN's lines; the scratch
+    buffers' (shape, strides, dtype, device). A source indexes run()'s arguments followed by this
+    call's scratch buffers."""
 
-    def __init__(self, launches, kernels, variants):
-        self.launches, self.kernels, self.variants = launches, kernels, variants
+    def __init__(self, launches, kernels, variants, scratch=()):
+        self.launches, self.kernels, self.variants, self.scratch = launches, kernels, variants, scratch
 
     def current(self):
         module = globals()
         return all(module.get(name) is kernel for name, kernel in self.kernels)
 
     def launch(self, args):
+        if self.scratch:
+            args = (*args, *(torch.empty_strided(shape, strides, dtype=dtype, device=device)
+                             for shape, strides, dtype, device in self.scratch))
         for bound, fixed, tensors, options, described in self.launches:
             values = list(fixed)
             for position, index in tensors:
@@ -105,13 +130,15 @@ class _Replay:
         VARIANTS_RUN.update(self.variants)
 
 
-def _replay_of(calls, asked, args, variants):
-    """The recorded launches as a _Replay, or None when one takes a tensor run() was not given or
-    a kernel asked for has no name (a stand-in)."""
+def _replay_of(calls, asked, args, variants, scratch=()):
+    """The recorded launches as a _Replay, or None when one takes a tensor that is neither one run()
+    was given nor one of `scratch` (None: a scratch value that cannot be allocated again), or a
+    kernel asked for has no name (a stand-in)."""
     kernels = tuple((getattr(kernel, "__name__", None), kernel) for kernel in asked)
-    if any(name is None for name, _ in kernels):
+    if any(name is None for name, _ in kernels) or scratch is None:
         return None
-    positions = {id(value): index for index, value in enumerate(args) if isinstance(value, torch.Tensor)}
+    sources = (*args, *scratch)
+    positions = {id(value): index for index, value in enumerate(sources) if isinstance(value, torch.Tensor)}
     launches = []
     for kernel, grid, call_args, call_kwargs in calls:
         fixed, tensors = list(call_args), []
@@ -133,7 +160,8 @@ def _replay_of(calls, asked, args, variants):
             else:
                 options[option] = value
         launches.append((kernel[grid], tuple(fixed), tuple(tensors), options, tuple(described)))
-    return _Replay(tuple(launches), kernels, variants)
+    allocations = tuple((tuple(value.shape), value.stride(), value.dtype, value.device) for value in scratch)
+    return _Replay(tuple(launches), kernels, variants, allocations)
 
 
 # --- tir-triton launch replay: end ---

@@ -7,8 +7,10 @@ import weakref
 import pytest
 import torch
 
+from tir_passes import differentiate
 from triton_codegen import compile
 
+from layernorm import make_layernorm
 from matmul import make_matmul
 from transpose import make_transpose
 
@@ -23,6 +25,15 @@ def transpose():
 @pytest.fixture(scope="module")
 def matmul():
     return compile(make_matmul(M, N, K), verify=False)
+
+
+@pytest.fixture(scope="module")
+def layernorm_backward():
+    """Two kernels: the rows' walk writes each row block's partial weight gradients into scratch
+    buffers _prepare allocates per call, the second sums them."""
+    kernel = compile(differentiate(make_layernorm(64, 24), ["X", "gamma", "beta"]), verify=False)
+    assert len(kernel.program.kernels) == 2 and kernel.program.scratch
+    return kernel
 
 
 def _counting_prepare(module, monkeypatch):
@@ -122,3 +133,42 @@ def test_launches_of_tensors_run_was_not_given_are_not_replayed(transpose):
     calls = [(module.transpose_kernel0 if hasattr(module, "transpose_kernel0") else object(), (1,), (a, scratch), {})]
     assert module._replay_of(calls, [], (a, torch.empty(24, 16)), {}) is None
     assert module._replay_of(calls, [], (a, scratch), {}) is not None
+
+
+def _arguments(module, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.full(shape, float("nan")) if written else torch.randn(shape, generator=generator)
+            for _, _, _, shape, written, _ in module.PARAMS]
+
+
+def test_a_module_with_scratch_buffers_replays_them_as_fresh_allocations(layernorm_backward, monkeypatch):
+    module = layernorm_backward.module()
+    arguments = _arguments(module, 0)
+    module.run(*arguments)
+    prepared = _counting_prepare(module, monkeypatch)
+    allocated = []
+    empty_strided = torch.empty_strided
+    monkeypatch.setattr(torch, "empty_strided", lambda *a, **k: allocated.append(a) or empty_strided(*a, **k))
+    for value, other in zip(arguments, _arguments(module, 1)):   # same tensors, other contents
+        value.copy_(other)
+    module.run(*arguments)
+    assert not prepared, "the second call went down the full path"
+    assert sorted(allocated) == [((4, 24), (24, 1))] * 2   # the two partials, allocated again
+    replayed = [value.clone() for value in arguments]
+    for value, (_, _, _, _, written, _) in zip(arguments, module.PARAMS):
+        if written:
+            value.fill_(float("nan"))
+    module.run(**{param[0]: value for param, value in zip(module.PARAMS, arguments)})   # keywords: the full path
+    assert len(prepared) == 1
+    for ours, checked in zip(replayed, arguments):
+        assert torch.equal(ours, checked)
+
+
+def test_a_view_among_the_prepared_values_is_not_replayed_as_scratch(transpose):
+    module = transpose.module()
+    a, b = torch.rand(16, 24), torch.empty(24, 16)
+    fresh, view = torch.empty(4, 24), torch.empty(8, 24)[2:6]
+    assert module._scratch_of({"A": a, "B": b, "part": fresh}, (a, b)) == [fresh]
+    assert module._scratch_of({"A": a, "B": b, "part": view}, (a, b)) is None
+    calls = [(module.transpose_kernel0 if hasattr(module, "transpose_kernel0") else object(), (1,), (a, view), {})]
+    assert module._replay_of(calls, [], (a, b), {}, None) is None
