@@ -15,7 +15,8 @@ from tir_passes.passes.tile_sizes import MAX_SPLITS, SPLIT_SECONDS
 MIN_ONLINE_CHUNK = 512   # elements each chunk of a split row keeps: several tiles, so its loop still pipelines
 ONLINE_WAVES = 2         # programs per multiprocessor a split aims for (the store's programs run beside)
 # each kernel a split adds (the combine and the readers' own): split-K's measured second kernel (launch,
-# scratch, run()'s checks; SPLIT_SECONDS), which the suite's times include
+# scratch, run()'s checks; SPLIT_SECONDS), which the suite's times include (measured before run() replayed
+# the launches of modules with scratch buffers: see SPLIT_SECONDS)
 ONLINE_SPLIT_KERNEL_SECONDS = SPLIT_SECONDS
 
 

@@ -303,7 +303,9 @@ def stepped_size(size: int, rows: int) -> int:
 # --- split-K: the reduction of a contraction split across programs (SplitReduction) ----------------
 # what a split adds beyond its partials' bytes: the sum kernel's launch, the scratch allocation and the
 # partial kernel's longer epilogue, measured on the H200 (2026-12-01, benchmarks/sota_sweep.py, 16×4096·4096ᵀ):
-# the best split of 2-16 slices took 47.3 µs, the best unsplit tile 20.1 µs
+# the best split of 2-16 slices took 47.3 µs, the best unsplit tile 20.1 µs. Timed through run(), which then
+# took its full path (argument checks, launchers) on every call of a module with scratch buffers; since
+# 2026-12-07 a repeated call replays them (launch_replay.py), so this overstates a split's cost: not re-measured
 SPLIT_SECONDS = 27e-6
 MIN_SPLIT_STEPS = 4              # K steps of BLOCK_K each split keeps, so its pipeline still fills
 MAX_SPLITS = 32
