@@ -28,7 +28,7 @@ import sys
 import time
 
 from probe_common import (ROOT, RowLog, bench_us, command, compiled_into, default_config, failure, gemm_program,
-                          interpreted_smoke, load_module, write_json)
+                          host_us, interpreted_smoke, load_module, stub_kernels, write_json)
 
 # (program, M, N, K): linear is X·Wᵀ with a fp16 result, matmul A·B with a fp32 one (as the suite's)
 CASES = {
@@ -265,35 +265,14 @@ def host(folder: str | None = None) -> None:
 
 def host_time(module, calls: int = HOST_CALLS) -> dict:
     """Microseconds per call of run() and its two halves, with every kernel a stub."""
-
-    class Stub:
-        def __init__(self, name):
-            self.__name__ = name   # a kernel's name: launch_replay checks the module still has it
-
-        def __getitem__(self, grid):
-            return self
-
-        def __call__(self, *args, **kwargs):
-            return None
-
-    module._INTERPRETED = True   # CPU tensors pass the device check; nothing is interpreted
-    for name, value in list(vars(module).items()):
-        if type(value).__name__ in ("JITFunction", "InterpretedFunction"):
-            setattr(module, name, Stub(name))
+    stub_kernels(module)
     args = _tensors(module, "cpu")
     [(name, launch)] = module.LAUNCHERS
     config = module.CONFIGS[name][module.CHOSEN[name]]
     checked, sizes = module._prepare(args, {})
-    timings = {}
-    for label, fn in (("run", lambda: module.run(*args)), ("_prepare", lambda: module._prepare(args, {})),
-                      ("launcher", lambda: launch(checked, sizes, config))):
-        for _ in range(100):
-            fn()
-        begin = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        timings[label] = round((time.perf_counter() - begin) / calls * 1e6, 2)
-    return timings
+    return {label: host_us(fn, calls) for label, fn in (
+        ("run", lambda: module.run(*args)), ("_prepare", lambda: module._prepare(args, {})),
+        ("launcher", lambda: launch(checked, sizes, config)))}
 
 
 if __name__ == "__main__":

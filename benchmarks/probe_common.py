@@ -94,6 +94,38 @@ def graph_us(fn, rep: int = 25, warmup: int = 5) -> float | str:
         return str(err)[:100]
 
 
+class _StubKernel:
+    """A kernel that launches nothing: a module's host work timed alone on the CPU."""
+
+    def __init__(self, name):
+        self.__name__ = name   # a kernel's name: launch_replay checks the module still has it
+
+    def __getitem__(self, grid):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return None
+
+
+def stub_kernels(module) -> None:
+    """Every Triton kernel of a generated module replaced by a stub, CPU tensors let through the
+    device check (nothing is interpreted): run() does all its Python work and launches nothing."""
+    module._INTERPRETED = True
+    for name, value in list(vars(module).items()):
+        if type(value).__name__ in ("JITFunction", "InterpretedFunction"):
+            setattr(module, name, _StubKernel(name))
+
+
+def host_us(fn, calls: int) -> float:
+    """Microseconds a call of `fn` takes on the host, after 100 warm-up calls."""
+    for _ in range(100):
+        fn()
+    begin = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return round((time.perf_counter() - begin) / calls * 1e6, 2)
+
+
 def instruction_counts(ptx: str) -> dict[str, int]:
     """A kernel's PTX: global and shared loads and stores by width, ldmatrix/stmatrix, TMA copies, barriers."""
     return dict(sorted(collections.Counter(_MEMORY_INSTRUCTION.findall(ptx)).items()))

@@ -16,7 +16,7 @@ import elementwise_probe_gpu as probe  # noqa: E402
 import probe_common  # noqa: E402
 
 _RUN_SIDES = ("probe_common", "elementwise_probe_gpu", "gemm_tiles_gpu", "gemm_misses_gpu", "multi_dot_gpu",
-              "scores_split_gpu", "matmul_backward_variants_gpu", "suite", "suite_torch", "triton_codegen.gpu_timing", "triton_codegen.hardware_model")
+              "scores_split_gpu", "matmul_backward_variants_gpu", "replay_host", "suite", "suite_torch", "triton_codegen.gpu_timing", "triton_codegen.hardware_model")
 
 
 def test_the_probes_run_sides_import_without_tvm():
@@ -110,3 +110,19 @@ def test_a_probes_command_line_keeps_its_words():
     for argv in (["p", "generate", "DIR"], ["p", "smoke"], ["p", "run", "DIR", "OUT", "--deadline", "9"], ["p", "host"]):
         probe_common.command(argv, **commands)
     assert calls == [("generate", "DIR"), ("smoke",), ("run", "DIR", "OUT", "--deadline", "9"), ("host",)]
+
+
+def test_the_replay_probe_times_a_module_with_scratch_buffers_on_both_paths(tmp_path):
+    """benchmarks/replay_host.py on a two-kernel backward whose partials are scratch buffers: the
+    positional call is replayed (the stubs launch nothing), the keyword call takes the full path."""
+    import replay_host
+
+    from layernorm import make_layernorm
+    from tir_passes import differentiate
+    from triton_codegen import compile
+
+    path = str(tmp_path / "layernorm_backward.py")
+    compile(differentiate(make_layernorm(64, 24), ["X", "gamma", "beta"]), verify=False).save(path)
+    row = replay_host.host_times(path, calls=20)
+    assert row["kernels"] == 2 and row["scratch"] == 2 and row["replayable"]
+    assert 0 < row["replayed_us"] and 0 < row["full_path_us"]
