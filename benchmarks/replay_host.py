@@ -24,17 +24,18 @@ CALLS = 2000
 
 
 def _arguments(module, sizes: dict[str, int]):
+    """A value per parameter: zeros of its shape (derived entries through the module's shape_value), a
+    number for a scalar (1, or 1.0 for a float dtype)."""
     import torch
 
-    def extent(entry):
-        if isinstance(entry, int):
-            return entry
-        if entry not in sizes:
-            sys.exit(f"{module.__file__}: its shapes name the size {entry!r}: give it as {entry}=SIZE")
-        return sizes[entry]
+    def shape(entries):
+        try:
+            return [module.shape_value(entry, sizes) for entry in entries]
+        except KeyError as missing:
+            sys.exit(f"{module.__file__}: its shapes name the size {missing}: give it as NAME=SIZE")
 
-    return [torch.zeros([extent(entry) for entry in shape], dtype=getattr(torch, dtype))
-            for _, _, dtype, shape, _, _ in module.PARAMS]
+    return [(1.0 if "float" in dtype else 1) if kind == "scalar" else torch.zeros(shape(dims), dtype=getattr(torch, dtype))
+            for _, kind, dtype, dims, _, _ in module.PARAMS]
 
 
 def host_times(path: str, calls: int = CALLS, sizes: dict[str, int] | None = None) -> dict:

@@ -1,7 +1,7 @@
 """softmax(Q·Kᵀ/√d) with the scores written, its key axis split: the statistics in chunks, then a 2-D store.
 
     python benchmarks/scores_split_gpu.py generate DIR       # here (TVM): DIR/today.py, DIR/compiled_split_<n>.py
-    python3 benchmarks/scores_split_gpu.py run DIR OUT.json   # on the GPU (torch + triton only), under 3 minutes
+    python3 benchmarks/scores_split_gpu.py run DIR OUT.json   # on the GPU (torch + triton only), 3-4 minutes
     TRITON_INTERPRET=1 python benchmarks/scores_split_gpu.py smoke  # the split kernels' numbers, no GPU
 
 today.py is the program as compiled (SplitOnlineRows' price decides), compiled_split_<n>.py the split
@@ -30,7 +30,7 @@ SPLITS = (1, 2, 4, 8, 16, 32)
 # SCORES_PROBE_QUICK=1: the compiled modules only, configs swept in compiled_split_4 alone (no torch.compile,
 # no hand-written sweep): about a minute
 QUICK = os.environ.get("SCORES_PROBE_QUICK") == "1"
-SWEEP_SECONDS = 30   # the hand-written sweep stops here (after the modules'): the probe stays under 4 minutes
+SWEEP_SECONDS = 30   # the hand-written sweep stops here (after the modules'): a full run takes 3 to 4 minutes
 STATS_TILES = ((64, 64, 4), (128, 64, 8), (64, 128, 4))      # (rows, keys, warps) of kernel A
 STORE_TILES = ((64, 128, 4), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 256, 4))   # kernel B
 
@@ -75,7 +75,8 @@ def _kernel_us(torch, launch, calls: int = 20) -> dict[str, float]:
     times = {}
     for event in prof.key_averages():   # device_time is the per-call mean (torch 2.11)
         if event.device_type == torch.autograd.DeviceType.CUDA and "kernel" in event.key:
-            times[event.key] = getattr(event, "device_time", getattr(event, "cuda_time", 0.0))
+            mean = getattr(event, "device_time", None)
+            times[event.key] = mean if mean is not None else event.cuda_time
     return times
 
 
@@ -89,27 +90,54 @@ EXTRA_CONFIGS = {
 }
 
 
-def _configs(module, store_sweep):
-    """(kernel, config index) of every kernel's first four configs, then the EXTRA_CONFIGS of its role
-    (the split's statistics kernel: BLOCK_I_M and BLOCK_J; its store: BLOCK_M and BLOCK_N) appended."""
+def _role(module, kernel: str) -> str | None:
+    """"stats" (the split's statistics: BLOCK_I_M and BLOCK_J), "store" (its 2-D store: BLOCK_M and
+    BLOCK_N) or None (the combine, or the unsplit kernel)."""
+    config = module.CONFIGS[kernel][0]
+    if "BLOCK_J" in config and "BLOCK_J_2" not in config:
+        return "stats"
+    return "store" if "BLOCK_N" in config and len(module.CHOSEN) > 1 else None
+
+
+def _configs(module, store_sweep: bool):
+    """(kernel, config index) of each kernel's first four configs, then the EXTRA_CONFIGS of its role
+    appended to its CONFIGS; the store's only where `store_sweep`, the combine's not in QUICK mode."""
     chosen = []
     for name in module.CHOSEN:
-        configs = module.CONFIGS[name]
-        role = ("stats" if "BLOCK_J" in configs[0] and "BLOCK_J_2" not in configs[0] else
-                "store" if "BLOCK_N" in configs[0] and len(module.CHOSEN) > 1 else None)
-        extra = [config for config in EXTRA_CONFIGS.get(role, []) if config not in configs]
+        configs, role = module.CONFIGS[name], _role(module, name)
         if (role == "store" and not store_sweep) or (QUICK and role is None):
             continue   # the store kernel is the same at every split count: swept in one module
+        extra = [config for config in EXTRA_CONFIGS.get(role, []) if config not in configs]
         chosen += [(name, index) for index in range(min(4, len(configs)))]
         chosen += [(name, len(configs) + index) for index in range(len(extra))]
         configs.extend(extra)
     return chosen
 
 
-def _fastest_alone(rows, kernel, modules):
-    """The config of `kernel` that timed fastest in the rows of `modules` (changed alone), or None."""
-    timed = [r for r in rows if r.get("kernel") == kernel and r["variant"] in modules and "us" in r]
-    return min(timed, key=lambda r: r["us"])["config"] if timed else None
+def _fastest_alone(kernel: str, pool: list[dict]):
+    """The config of `kernel` with the least GPU time (graph_us) among the rows of one module (`pool`)
+    that changed it alone and checked right; None where that module's default is as fast."""
+    base = next((r for r in pool if "kernel" not in r), None)
+    right = [r for r in pool if r.get("kernel") == kernel and isinstance(r.get("graph_us"), float)
+             and r.get("max_abs_error", 1.0) < 1e-4]
+    best = min(right, key=lambda r: r["graph_us"], default=None)
+    if best is None or base is None or not isinstance(base.get("graph_us"), float) \
+            or best["graph_us"] >= base["graph_us"]:
+        return None
+    return best["config"]
+
+
+def _at_fastest(module, rows: list[dict], variant: str, store_rows: list[dict]) -> None:
+    """Each kernel of the module at its fastest config alone: the store's from `store_rows` (the rows of
+    the one module that swept it), the others' from this module's rows."""
+    for kernel in module.CHOSEN:
+        pool = store_rows if _role(module, kernel) == "store" else [r for r in rows if r["variant"] == variant]
+        config = _fastest_alone(kernel, pool)
+        if config is None:
+            continue
+        if config not in module.CONFIGS[kernel]:
+            module.CONFIGS[kernel].append(config)
+        module.CHOSEN[kernel] = module.CONFIGS[kernel].index(config)
 
 
 def _kernels():
@@ -193,8 +221,8 @@ def run(folder: str, out: str) -> None:
                      "chosen": {kernel: module.CONFIGS[kernel][index] for kernel, index in module.CHOSEN.items()}})
         print(rows[-1], flush=True)
         default = dict(module.CHOSEN)
-        swept = _configs(module, store_sweep=name == "compiled_split_4")
-        for kernel, index in swept if not QUICK or name == "compiled_split_4" else ():
+        sweep_here = not QUICK or name == "compiled_split_4"
+        for kernel, index in _configs(module, store_sweep=name == "compiled_split_4") if sweep_here else ():
             if index == default[kernel]:
                 continue
             module.CHOSEN.update(default, **{kernel: index})
@@ -205,21 +233,15 @@ def run(folder: str, out: str) -> None:
             except Exception as err:  # noqa: BLE001 - reported, the rest goes on
                 rows.append({**row, "error": str(err)[:200]})
             print(rows[-1], flush=True)
-        if len(default) > 1:   # every kernel at its fastest config alone (the store's from the sweep)
-            for kernel in default:
-                config = _fastest_alone(rows, kernel, (variant, "compiled_split_4 (module)"))
-                if config is None:
-                    continue
-                if config not in module.CONFIGS[kernel]:
-                    module.CONFIGS[kernel].append(config)
-                module.CHOSEN[kernel] = module.CONFIGS[kernel].index(config)
+        if len(default) > 1:
+            module.CHOSEN.update(default)
+            _at_fastest(module, rows, variant, [r for r in rows if r["variant"] == "compiled_split_4 (module)"])
             us, error, graph = timed(lambda module=module: module.run(q, k, p))
             rows.append({"variant": variant, "kernel": "each at its fastest", "us": us, "graph_us": graph,
                          "max_abs_error": error, "kernel_us": _kernel_us(torch, lambda m=module: m.run(q, k, p)),
                          "chosen": {kernel: module.CONFIGS[kernel][index] for kernel, index in module.CHOSEN.items()}})
             print(rows[-1], flush=True)
         module.CHOSEN.update(default)
-    sweep_began = time.time()
     if QUICK:
         write_json(out, {"rows": rows, "summary": {"quick": True, "device": torch.cuda.get_device_name(),
                                                    "seconds": time.time() - began}})
@@ -229,6 +251,7 @@ def run(folder: str, out: str) -> None:
     rows.append({"variant": "torch.compile", "us": bench_us(lambda: compiled(q, k), rep=25, warmup=5),
                  "graph_us": graph_us(lambda: compiled(q, k))})
     print(rows[-1], flush=True)
+    sweep_began = time.time()   # after torch.compile's cold compile
     kernels = _kernels()
     combined = (torch.empty(M, device="cuda"), torch.empty(M, device="cuda"))
     for splits in SPLITS:

@@ -21,9 +21,9 @@ kernel reads, a kernel of the call wrote first) are replayed as allocations: the
 one's shape, strides, dtype and device and allocates it again per call, as _prepare would, before
 the launches that take it. A tensor counts as scratch only where it is one of _prepare's values
 that is none of run()'s arguments and owns its whole storage (a fresh allocation, not a view).
-Modules of several kernels have them (split statistics, row partials, a backward's saved rows), and
-their Python work (68 µs a call around 65 µs of GPU time in softmax(Q·Kᵀ) split three ways, H200,
-2026-12-02) is what replay removes.
+Modules of several kernels have them (split statistics, row partials, a backward's saved rows): their
+Python work took about 70 µs a call beside 65 µs of GPU time in softmax(Q·Kᵀ) split three ways (H200,
+2026-12-02), most of which the replay removes (benchmarks/replay_host.py).
 
 Not replayed, the full path every call: keyword arguments, arguments the checks cannot key (fake
 tensors, tensor subclasses, numpy numbers), launches that take a tensor that is neither one of
@@ -62,18 +62,22 @@ def run_launches(args, kwargs, prepare, launchers, configs, chosen):
         _RECORDER.calls = _RECORDER.asked = None
     if recording:
         variants = {name: VARIANTS_RUN[name] for name, _ in launchers if name in VARIANTS_RUN}
-        replay = _replay_of(calls, asked, args, variants, _scratch_of(t, args))
+        scratch = _scratch_of(t, args)
+        replay = _replay_of(calls, asked, args, variants, scratch) if scratch is not None else None
         _remember(_REPLAYS, key, replay or _NOT_REPLAYABLE)
 
 
 def _scratch_of(prepared, args):
-    """The tensors _prepare allocated (its values that are none of run()'s arguments), each a whole
-    fresh allocation; None where one is not (a view: the call is not replayable)."""
-    given = {id(value) for value in args}
-    scratch = [value for value in prepared.values() if isinstance(value, torch.Tensor) and id(value) not in given]
-    whole = all(value.storage_offset() == 0 and value.is_contiguous()
-                and value.untyped_storage().nbytes() == value.numel() * value.element_size() for value in scratch)
-    return scratch if whole else None
+    """The tensors _prepare allocated (its values that are none of run()'s arguments), each a fresh
+    allocation of its own; None where one is not (a view, or memory of an argument: not replayable)."""
+    given = [value for value in args if isinstance(value, torch.Tensor)]
+    storages = {value.untyped_storage().data_ptr() for value in given}
+    scratch = [value for value in prepared.values()
+               if isinstance(value, torch.Tensor) and all(value is not arg for arg in given)]
+    fresh = all(value._base is None and value.storage_offset() == 0 and value.is_contiguous()
+                and value.untyped_storage().nbytes() == value.numel() * value.element_size()
+                and value.untyped_storage().data_ptr() not in storages for value in scratch)
+    return scratch if fresh else None
 
 
 def recorded(kernel):
@@ -112,19 +116,18 @@ class _Replay:
         return all(module.get(name) is kernel for name, kernel in self.kernels)
 
     def launch(self, args):
-        if self.scratch:
-            args = (*args, *(torch.empty_strided(shape, strides, dtype=dtype, device=device)
-                             for shape, strides, dtype, device in self.scratch))
+        sources = (*args, *(torch.empty_strided(shape, strides, dtype=dtype, device=device)
+                            for shape, strides, dtype, device in self.scratch))
         for bound, fixed, tensors, options, described in self.launches:
             values = list(fixed)
             for position, index in tensors:
-                values[position] = args[index]
+                values[position] = sources[index]
             if described:
                 options = dict(options)
                 for name, index, kind, fields in described:
                     descriptor = kind.__new__(kind)   # fields validated when the recorded call built it
                     descriptor.__dict__.update(fields)
-                    descriptor.base = args[index]
+                    descriptor.base = sources[index]
                     options[name] = descriptor
             bound(*values, **options)
         VARIANTS_RUN.update(self.variants)
@@ -132,10 +135,10 @@ class _Replay:
 
 def _replay_of(calls, asked, args, variants, scratch=()):
     """The recorded launches as a _Replay, or None when one takes a tensor that is neither one run()
-    was given nor one of `scratch` (None: a scratch value that cannot be allocated again), or a
-    kernel asked for has no name (a stand-in)."""
+    was given nor one of `scratch` (the buffers _prepare allocated), or a kernel asked for has no
+    name (a stand-in)."""
     kernels = tuple((getattr(kernel, "__name__", None), kernel) for kernel in asked)
-    if any(name is None for name, _ in kernels) or scratch is None:
+    if any(name is None for name, _ in kernels):
         return None
     sources = (*args, *scratch)
     positions = {id(value): index for index, value in enumerate(sources) if isinstance(value, torch.Tensor)}

@@ -127,7 +127,8 @@ def test_nothing_kept_holds_a_tensor(transpose):
 
 
 def test_launches_of_tensors_run_was_not_given_are_not_replayed(transpose):
-    """A scratch buffer _prepare allocates per call cannot be replayed from positions of run()'s arguments."""
+    """A tensor that is neither one of run()'s arguments nor a scratch buffer _prepare allocated cannot
+    be replayed from positions of run()'s arguments."""
     module = transpose.module()
     a, scratch = torch.rand(16, 24), torch.empty(24, 16)
     calls = [(module.transpose_kernel0 if hasattr(module, "transpose_kernel0") else object(), (1,), (a, scratch), {})]
@@ -153,6 +154,7 @@ def test_a_module_with_scratch_buffers_replays_them_as_fresh_allocations(layerno
         value.copy_(other)
     module.run(*arguments)
     assert not prepared, "the second call went down the full path"
+    assert module.VARIANTS_RUN[module.LAUNCHERS[1][0]] == "descriptors"   # the partials' sum reads them by TMA
     assert sorted(allocated) == [((4, 24), (24, 1))] * 2   # the two partials, allocated again
     replayed = [value.clone() for value in arguments]
     for value, (_, _, _, _, written, _) in zip(arguments, module.PARAMS):
@@ -164,11 +166,23 @@ def test_a_module_with_scratch_buffers_replays_them_as_fresh_allocations(layerno
         assert torch.equal(ours, checked)
 
 
-def test_a_view_among_the_prepared_values_is_not_replayed_as_scratch(transpose):
+def test_only_fresh_allocations_among_the_prepared_values_count_as_scratch(transpose):
     module = transpose.module()
     a, b = torch.rand(16, 24), torch.empty(24, 16)
-    fresh, view = torch.empty(4, 24), torch.empty(8, 24)[2:6]
+    fresh = torch.empty(4, 24)
     assert module._scratch_of({"A": a, "B": b, "part": fresh}, (a, b)) == [fresh]
-    assert module._scratch_of({"A": a, "B": b, "part": view}, (a, b)) is None
-    calls = [(module.transpose_kernel0 if hasattr(module, "transpose_kernel0") else object(), (1,), (a, view), {})]
-    assert module._replay_of(calls, [], (a, b), {}, None) is None
+    for other in (torch.empty(8, 24)[2:6], a.view(24, 16), a.reshape(-1)):   # a view, the memory of an argument
+        assert module._scratch_of({"A": a, "B": b, "part": other}, (a, b)) is None
+
+
+def test_nothing_kept_holds_a_scratch_buffer(layernorm_backward, monkeypatch):
+    module = layernorm_backward.module()
+    arguments = _arguments(module, 0)
+    module.run(*arguments)
+    allocated = []
+    empty_strided = torch.empty_strided
+    monkeypatch.setattr(torch, "empty_strided",
+                        lambda *a, **k: allocated.append(weakref.ref(t := empty_strided(*a, **k))) or t)
+    module.run(*arguments)
+    gc.collect()
+    assert len(allocated) == 2 and all(alive() is None for alive in allocated)
