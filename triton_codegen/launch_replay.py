@@ -20,7 +20,8 @@ Scratch buffers (the intermediates _prepare allocates per call, `torch.empty`: e
 kernel reads, a kernel of the call wrote first) are replayed as allocations: the replay keeps each
 one's shape, strides, dtype and device and allocates it again per call, as _prepare would, before
 the launches that take it. A tensor counts as scratch only where it is one of _prepare's values
-that is none of run()'s arguments and owns its whole storage (a fresh allocation, not a view).
+that is none of run()'s arguments, owns its whole storage (a fresh allocation, not a view) and
+shares no argument's memory.
 Modules of several kernels have them (split statistics, row partials, a backward's saved rows): their
 Python work took about 70 µs a call beside 65 µs of GPU time in softmax(Q·Kᵀ) split three ways (H200,
 2026-12-02), most of which the replay removes (benchmarks/replay_host.py).
