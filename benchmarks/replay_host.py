@@ -11,7 +11,7 @@ name a size not given is refused with the size's name).
 Per module: "replayed", a positional call whose key an earlier call recorded; "full path", the same
 call by keyword (keyword calls are never replayed: the argument checks, _prepare's scratch
 allocations and every launcher's Python work); µs a call over 2000 calls after 100 warm-up ones, on
-this machine's CPU (the GPU host is faster: compare the two numbers of one run, not across machines).
+this machine's CPU (compare the two numbers of one run, not numbers across machines).
 """
 
 import json

@@ -36,6 +36,7 @@ STORE_TILES = ((64, 128, 4), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 256
 
 
 FORCED_SPLITS = (2, 4, 8)   # the compiled split at each of these counts (compiled_split_<n>)
+STORE_SWEPT_IN = "compiled_split_4"   # the module whose store tiles are swept (the store is alike in all)
 
 
 def generate(out: str) -> None:
@@ -210,7 +211,8 @@ def run(folder: str, out: str) -> None:
         return bench_us(launch, rep=25, warmup=5), error, graph_us(launch)
 
     rows = []
-    for name in ("today", *(f"compiled_split_{n}" for n in (4, 2, 8))):   # the compiler's modules
+    split_names = [f"compiled_split_{n}" for n in FORCED_SPLITS]
+    for name in ("today", *sorted(split_names, key=lambda name: name != STORE_SWEPT_IN)):   # the store's sweep first
         path = os.path.join(folder, f"{name}.py")
         if not os.path.exists(path):
             continue
@@ -221,8 +223,8 @@ def run(folder: str, out: str) -> None:
                      "chosen": {kernel: module.CONFIGS[kernel][index] for kernel, index in module.CHOSEN.items()}})
         print(rows[-1], flush=True)
         default = dict(module.CHOSEN)
-        sweep_here = not QUICK or name == "compiled_split_4"
-        for kernel, index in _configs(module, store_sweep=name == "compiled_split_4") if sweep_here else ():
+        sweep_here = not QUICK or name == STORE_SWEPT_IN
+        for kernel, index in _configs(module, store_sweep=name == STORE_SWEPT_IN) if sweep_here else ():
             if index == default[kernel]:
                 continue
             module.CHOSEN.update(default, **{kernel: index})
@@ -235,7 +237,7 @@ def run(folder: str, out: str) -> None:
             print(rows[-1], flush=True)
         if len(default) > 1:
             module.CHOSEN.update(default)
-            _at_fastest(module, rows, variant, [r for r in rows if r["variant"] == "compiled_split_4 (module)"])
+            _at_fastest(module, rows, variant, [r for r in rows if r["variant"] == f"{STORE_SWEPT_IN} (module)"])
             us, error, graph = timed(lambda module=module: module.run(q, k, p))
             rows.append({"variant": variant, "kernel": "each at its fastest", "us": us, "graph_us": graph,
                          "max_abs_error": error, "kernel_us": _kernel_us(torch, lambda m=module: m.run(q, k, p)),

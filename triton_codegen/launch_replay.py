@@ -28,7 +28,7 @@ Python work took about 70 µs a call beside 65 µs of GPU time in softmax(Q·K�
 
 Not replayed, the full path every call: keyword arguments, arguments the checks cannot key (fake
 tensors, tensor subclasses, numpy numbers), launches that take a tensor that is neither one of
-run()'s arguments nor a scratch buffer (a view of one), and any call that raised.
+run()'s arguments nor a scratch buffer (a view, or memory of an argument), and any call that raised.
 """
 
 import threading
