@@ -54,6 +54,7 @@ from .adjoint_rules import Partials, dtype_of, is_float
 from .build import domain_of, function, load_key, loads_in, nest, replace_loads, substitute
 from .arg_reduction import ARG_INDEX
 from .forward import MAX, MIN, PROD, SCAN, SUM, ForwardBlock, ForwardProgram, read_forward
+from .centered_sums import vanishing_reason
 from .forward_values import AUTO, plan_forward_values
 from .read_inversion import invert_read
 from .shift_invariance import invariant_reductions
@@ -145,6 +146,7 @@ class _Backward:
         self.statements: list = []     # the adjoint nests, in order
         self.allocs: list = []
         self.contractions: list = []   # ContractionAdjoint records
+        self.zero: list = []           # ZeroGradient records: reductions and contributions proven zero
         self.made: set = set()         # handles of the buffers the backward itself declares
         self.taken = {p.name for p in forward.func.params} | {b.output.name for b in forward.blocks} \
             | {b.name for b in forward.blocks}
@@ -152,9 +154,9 @@ class _Backward:
     def build(self) -> tirx.PrimFunc:
         output_grads = self._output_gradients()
         invariant = invariant_reductions(self.forward)
-        zero = [ZeroGradient(b.name, b.output.name, f"every output is invariant to a shift of {b.output.name} (it "
-                             "enters only as a shift of exponentials that are normalized away): its gradient is zero")
-                for b in invariant]
+        self.zero = [ZeroGradient(b.name, b.output.name, f"every output is invariant to a shift of {b.output.name} "
+                                  "(it enters only as a shift of exponentials that are normalized away): its gradient "
+                                  "is zero") for b in invariant]
         for block in reversed(self.forward.blocks):
             if block.output.__chandle__() in self.active and not any(block is b for b in invariant):
                 upstream = self._assemble(block.output)
@@ -170,7 +172,7 @@ class _Backward:
                                       tuple((d.name, x.name) for d, x in grads),
                                       tuple(b.name for b in plan.saved))
         root_annotations = write_records(self.forward.func.body.block, list(plan.values), signature,
-                                         self.contractions, zero)
+                                         self.contractions, self.zero)
         allocs = list(plan.buffers) + self.allocs
         params = reads + list(plan.saved) + [d for d, _ in output_grads] + [d for d, _ in grads]
         return function(self.name, params, [b.stmt for b in plan.recomputed] + self.statements, allocs,
@@ -256,7 +258,10 @@ class _Backward:
                 "not float32 dots"))
         for load in self._active_reads(block, block.value):
             partial = _partial(partials, block.value, load)
-            if partial is not None:
+            vanishes = vanishing_reason(self.forward, block, load, partial) if partial is not None else None
+            if vanishes is not None:
+                self.zero.append(ZeroGradient(block.name, load.source.name, vanishes))
+            elif partial is not None:
                 self._add_term(load, _Contribution(block, block.iter_vars, load.source, tuple(load.indices),
                                                    partials.mul(gradient, partial)))
         if block.init is None:

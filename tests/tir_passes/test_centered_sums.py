@@ -1,0 +1,110 @@
+"""A sum over the axis a mean averages, of something affine in (x − mean), adds nothing to the mean's
+gradient (centered_sums.py: the ZeroGradient record, no contribution block); the programs where that
+is not so (a weighted sum, a mean over fewer columns, another row's values) keep it; every gradient
+against torch autograd in float64 through TVM's llvm build."""
+
+import torch
+from tvm.script import tirx as T
+
+from layernorm import make_layernorm
+from layernorm_moments import make_layernorm_moments
+from test_differentiate import llvm_gradients
+from tir_passes import differentiate
+from tir_passes.contracts.autodiff import zero_gradients
+
+R, C = 3, 5
+EPS = 1e-5
+
+
+def _normalized(mean_block, var_scale, weighted: bool = False, mean_columns: int = C):
+    """(A - m) · rsqrt(var + eps), m the mean of A's first `mean_columns` columns, written by
+    `mean_block` ("sum": one sum block with the 1/C inside; "divide": a sum, then a block dividing it by C),
+    var = Σ_k (A - m)² · var_scale (times w[k] when weighted)."""
+    scale = T.float64(1.0 / mean_columns)
+
+    @T.prim_func(s_tir=True)
+    def normalized(A: T.Buffer((R, C), "float64"), w: T.Buffer((C,), "float64"), Out: T.Buffer((R, C), "float64")):
+        total = T.sblock_alloc_buffer((R,), "float64")
+        m = T.sblock_alloc_buffer((R,), "float64")
+        var = T.sblock_alloc_buffer((R,), "float64")
+        for i, k in T.grid(R, mean_columns):
+            with T.sblock("total"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    total[vi] = T.float64(0)
+                total[vi] = total[vi] + A[vi, vk] * (scale if mean_block == "sum" else T.float64(1))
+        for i in range(R):
+            with T.sblock("m"):
+                vi = T.axis.spatial(R, i)
+                m[vi] = total[vi] / (T.float64(1) if mean_block == "sum" else T.float64(mean_columns))
+        for i, k in T.grid(R, C):
+            with T.sblock("var"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    var[vi] = T.float64(0)
+                var[vi] = var[vi] + (A[vi, vk] - m[vi]) * (A[vi, vk] - m[vi]) * T.float64(var_scale) \
+                    * (w[vk] if weighted else T.float64(1))
+        for i, j in T.grid(R, C):
+            with T.sblock("normalize"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Out[vi, vj] = (A[vi, vj] - m[vi]) * T.rsqrt(var[vi] + T.float64(EPS))
+
+    return normalized
+
+
+def _torch(a, w, weighted: bool = False, mean_columns: int = C, var_scale: float = 1.0 / C):
+    m = a[:, :mean_columns].mean(1, keepdim=True)
+    var = ((a - m) ** 2 * (w if weighted else 1.0)).sum(1, keepdim=True) * var_scale
+    return (a - m) * torch.rsqrt(var + EPS)
+
+
+def _check(func, torch_fn):
+    a = torch.linspace(-2.0, 3.0, R * C, dtype=torch.float64).reshape(R, C).flip(1) ** 2 * 0.3
+    w = torch.linspace(0.5, 2.0, C, dtype=torch.float64)
+    grad = torch.linspace(-1.0, 1.5, R * C, dtype=torch.float64).reshape(R, C)
+    ours = llvm_gradients(func, ["A"], {"A": a, "w": w}, {"Out": grad})
+    leaf = a.clone().requires_grad_()
+    torch_fn(leaf, w).backward(grad)
+    torch.testing.assert_close(ours["A"], leaf.grad, rtol=1e-9, atol=1e-11)
+
+
+def _blocks(backward) -> list[str]:
+    return [line.split('"')[1] for line in backward.script().splitlines() if "T.sblock(" in line]
+
+
+def test_the_variance_adds_nothing_to_its_own_means_gradient():
+    """The mean written as one scaled sum, or as a sum then a division: either way proven."""
+    for mean_block in ("sum", "divide"):
+        func = _normalized(mean_block, 1.0 / C)
+        backward = differentiate(func, ["A"])
+        assert [(z.block, z.buffer) for z in zero_gradients(backward)] == [("var", "m")], mean_block
+        assert "d_m_from_var" not in _blocks(backward) and "d_m_from_normalize" in _blocks(backward)
+        _check(func, _torch)
+
+
+def test_a_variance_of_another_scale_is_still_centered():
+    """Σ (x − m)² / (C − 1) (the unbiased variance): any constant factor of the centered term."""
+    func = _normalized("sum", 1.0 / (C - 1))
+    assert [z.buffer for z in zero_gradients(differentiate(func, ["A"]))] == ["m"]
+    _check(func, lambda a, w: _torch(a, w, var_scale=1.0 / (C - 1)))
+
+
+def test_sums_that_are_not_centered_keep_their_term():
+    """A weighted sum (w[k] varies with k) and a mean over fewer columns than the sum walks are not
+    zero: their contribution is built and the gradient matches torch."""
+    for func, torch_fn in ((_normalized("sum", 1.0 / C, weighted=True), lambda a, w: _torch(a, w, weighted=True)),
+                           (_normalized("sum", 1.0 / C, mean_columns=C - 1),
+                            lambda a, w: _torch(a, w, mean_columns=C - 1))):
+        backward = differentiate(func, ["A"])
+        assert zero_gradients(backward) == ()
+        assert [b for b in _blocks(backward) if b.startswith("d_m") and b.endswith("from_var")]
+        _check(func, torch_fn)
+
+
+def test_the_examples_layernorm_drops_the_term_and_its_moments_form_has_none():
+    """examples/layernorm.py (1/N rounded to float32 at N = 45: counted as 1/N) loses the block; the
+    moments form (var = E[x²] − m², no centered sum) has nothing to drop."""
+    backward = differentiate(make_layernorm(7, 45), ["X", "gamma", "beta"])
+    assert [(z.block, z.buffer) for z in zero_gradients(backward)] == [("var", "mean")]
+    assert not [b for b in _blocks(backward) if b.startswith("d_mean") and b.endswith("from_var")]
+    assert zero_gradients(differentiate(make_layernorm_moments(7, 45), ["X", "gamma", "beta"])) == ()
