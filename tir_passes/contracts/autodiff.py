@@ -12,7 +12,9 @@
   root annotation "autodiff.zero_gradients" ZeroGradient per forward max/min reduction whose result no output
                                          depends on (a shift every output is invariant to, proven by
                                          passes/autodiff/shift_invariance.py): its gradient is zero, so
-                                         no adjoint is built for it, with the reason
+                                         no adjoint is built for it; and per contribution proven zero
+                                         (a centered sum over the axis its mean averages,
+                                         passes/autodiff/centered_sums.py): not built; with the reason
   root annotation "autodiff.signature"  GradientSignature: which backward parameter is which: the
                                          forward parameters it reads, the saved intermediates (the
                                          training forward's extra outputs), the gradient of each forward
@@ -55,8 +57,8 @@ class ContractionAdjoint:
 
 @dataclass(frozen=True)
 class ZeroGradient:
-    block: str               # the forward max/min reduction
-    buffer: str              # its result, whose gradient is zero
+    block: str               # the forward max/min reduction, or the block whose contribution is zero
+    buffer: str              # its result, whose gradient is zero; or the buffer that contribution would add to
     reason: str
 
 
