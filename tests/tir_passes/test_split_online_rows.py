@@ -147,16 +147,20 @@ def test_rows_that_fill_the_gpu_stay_whole():
     assert "not split" in decisions[0] and "no split pays" in decisions[0]
 
 
-def test_the_price_splits_only_where_the_walk_outweighs_two_more_kernels():
-    """On the H200 the suite's softmax(Q·Kᵀ) 4096×4096×128 is priced 28.8 µs unsplit, under the two
-    kernels a split adds (split-K's measured 27 µs each): whole. Over 65536 keys (1024 rows) the
-    unsplit walk is 415 µs: 16 chunks, 128 programs. A softmax over 8 rows of 2^20: 16 chunks."""
-    whole = root_block(_split_stage(make_attention_scores(4096, 4096, 128), gpu="H200"))
-    assert "no split pays by the price (28.8 us unsplit" in str(whole.annotations[SPLIT_DECISIONS_KEY][0])
+def test_the_price_splits_where_the_walk_outweighs_two_more_kernels():
+    """On the H200 the suite's softmax(Q·Kᵀ) 4096×4096×128 is priced 46.7 µs unsplit (128 programs of 32
+    rows, one a multiprocessor: their exponentials and dots add to their streaming) against 33.3 split 8
+    ways (256 statistics programs, two a multiprocessor, the store on its own grid and two more kernels
+    at 4 µs each); 4 ways (128 programs, one each) is priced 42.3: 8. Over 65536 keys (1024 rows): 32
+    chunks of 2048, 256 programs. A softmax over 8 rows of 2^20: 32 chunks."""
+    scores = root_block(_split_stage(make_attention_scores(4096, 4096, 128), gpu="H200"))
+    decision = str(scores.annotations[SPLIT_DECISIONS_KEY][0])
+    assert decision.startswith("row_max: split 8 ways over j (chunks of 512 of 4096)")
+    assert "(33.3 us by the price, 46.7 us unsplit)" in decision
     long_keys = _split_stage(make_attention_scores(1024, 65536, 128), gpu="H200")
-    assert [(m.splits, m.chunk) for _, m in _marks(long_keys)] == [(16, 4096)]
+    assert [(m.splits, m.chunk) for _, m in _marks(long_keys)] == [(32, 2048)]
     long_rows = _split_stage(make_softmax(8, 1 << 20), gpu="H200")
-    assert [m.splits for _, m in _marks(long_rows)] == [16]
+    assert [m.splits for _, m in _marks(long_rows)] == [32]
 
 
 def test_a_rewritten_program_keeps_the_decision(four_sm_gpu):

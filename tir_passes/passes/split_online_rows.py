@@ -18,30 +18,28 @@ over row tiles, and the readers' nest a 2-D grid where they are a contraction wi
 
 The decision is the max block's "online.split" annotation (OnlineSplit: splits, chunk, and the
 combined buffer), with the reasons, taken or refused, in the root block's "online.split_decisions".
-The split count is online_split_sizes.online_splits: among powers of two that divide the row, keep
-at least MIN_ONLINE_CHUNK elements a chunk and are needed for two waves of programs (at the online
-row tile, tile_sizes.online_sizes), the one the price says is cheapest, if it saves a tenth of the
-unsplit walk's price: the walk by Little's law per program (what a program streams per key over
-what it keeps in flight, the GEMM price's terms), the split as the chunks' statistics, the readers
-at the copy bandwidth and two more kernels at split-K's measured cost. Where the row tiles already
-fill the GPU (many rows) nothing changes.
+The split count is online_split_sizes.online_splits: among powers of two that divide the row, keep at
+least MIN_ONLINE_CHUNK elements a chunk and are needed for two waves of programs (at the online row tile,
+tile_sizes.online_sizes), the one the price says is cheapest, if it saves a tenth of the unsplit walk's
+price: the walk by Little's law per program (what a program streams per key over what it keeps in
+flight, the GEMM price's terms) with its exponentials and dots added where a multiprocessor holds one
+program, the split as the chunks' statistics, the readers at the copy bandwidth and two more kernels at
+their measured cost. Where the row tiles already fill the GPU (many rows) nothing changes.
 
-Why: a long row on few programs streams at one program's pace: 1024 queries over 65536 keys with
-their scores written are 8 row tiles of 128 on 132 multiprocessors, each walking all the keys twice
-(415 µs by the price; split 16 ways, 128 programs: 155 µs). softmax(Q·Kᵀ) 4096×4096×128 (the
-suite's) stays whole: measured on the H200 its split module ran 178 µs against 68 unsplit (three
-launches and their checks; issue 17, docs/benchmarks.md), which the added kernels' cost prices.
-Why after LoopFusion: the stats loop with its scores fused under it, and the readers beside it, are
-the form this splits; LoopFusion's record still says what it fused, and this pass's record says
-which rows it then split apart (the readers read the combined statistics from memory: a few
-bytes per row).
-Assumes: LoopFusion ran (a fused nest's shared loops are spatial for every block). Only static
-extents; only sums whose outputs are indexed by the rows alone (attention's weighted sum of V,
-with a head axis, is flash-decoding, not this); sums without the -inf restart only where every
-chunk's first element is proven finite (analyses/leading_element.py at any chunk start: unmasked
-scores, and a causal mask, under which a chunk masked at its first key is masked whole), the
-restarting form whatever its chunks; deterministic=True splits nothing (the split count follows
-the number of rows, docs/determinism.md).
+Why: a long row on few programs streams at one program's pace: 1024 queries over 65536 keys with their
+scores written are 8 row tiles of 128 on 132 multiprocessors, each walking all the keys twice (558 µs by
+the price; split 32 ways, 256 programs: 109 µs). softmax(Q·Kᵀ) 4096×4096×128 (the suite's) splits 8
+ways: measured on an H100 (2026-12-07) its modules ran 66.1 µs whole, 60.6 split 8 ways and 69.2 split
+4 ways (128 statistics programs, one a multiprocessor), the price's order.
+Why after LoopFusion: the stats loop with its scores fused under it, and the readers beside it, are the
+form this splits; LoopFusion's record still says what it fused, and this pass's record says which rows
+it then split apart (the readers read the combined statistics from memory: a few bytes per row).
+Assumes: LoopFusion ran (a fused nest's shared loops are spatial for every block). Only static extents;
+only sums whose outputs are indexed by the rows alone (attention's weighted sum of V, with a head axis,
+is flash-decoding, not this); sums without the -inf restart only where every chunk's first element is
+proven finite (analyses/leading_element.py at any chunk start: unmasked scores, and a causal mask, under
+which a chunk masked at its first key is masked whole), the restarting form whatever its chunks;
+deterministic=True splits nothing (the split count follows the number of rows, docs/determinism.md).
 """
 
 from __future__ import annotations
@@ -133,7 +131,10 @@ def _splits(spec: GpuSpec, func, stmt, shared: list, loop: tirx.For) -> tuple[in
     rows, columns, _, stages = online_sizes(spec, dtype, extents[-1], row, bool(dots), spec.limits, masked=False)
     programs = math.prod(extents[:-1]) * -(-extents[-1] // rows)
     params = {p.name for p in func.params if tirx.is_buffer_var(p)}
-    chunked = OnlineRow(programs, rows, row, *_row_bytes(params, stmt, loop, dots), in_flight=0.0)
+    row_bytes = _row_bytes(params, stmt, loop, dots)
+    chunked = OnlineRow(programs, rows, row, *row_bytes, in_flight=0.0,  # the dots' flops: 2 × depth a key
+                        dot_flops=2 * row_bytes[0] // element_bytes(dtype) if dots else 0,
+                        dot_tflops=spec.dot_tflops(dtype, "ieee") if dots else None)
     chunked = dataclasses.replace(chunked, in_flight=max(1, stages - 1) * columns * _per_key(chunked))
     whole = chunked
     if dots:  # unsplit, Tiling gives a contraction's rows fewer per program to fill one wave, wider key tiles

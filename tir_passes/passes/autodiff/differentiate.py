@@ -1,12 +1,10 @@
-"""differentiate(func, wrt): the backward PrimFunc of an S-TIR program, itself S-TIR (reverse mode
-over blocks).
+"""differentiate(func, wrt): the backward PrimFunc of an S-TIR program, itself S-TIR (reverse mode over blocks).
 
-What it writes: a PrimFunc `<name>_backward` whose parameters are the forward parameters it reads,
-then the intermediates saved by the training forward (with `save`: forward_values.py), then `d_<Y>` for
-each float output Y that depends on `wrt` (the gradient flowing in), then
-`d_<X>` for each X in `wrt` (the gradients it writes, in X's dtype). Its body:
-  1. the forward blocks that write the intermediates the adjoints read and that are not saved, copied
-     (recomputed);
+What it writes: a PrimFunc `<name>_backward` whose parameters are the forward parameters it reads, then the
+intermediates saved by the training forward (with `save`: forward_values.py), then `d_<Y>` for each float
+output Y that depends on `wrt` (the gradient flowing in), then `d_<X>` for each X in `wrt` (the gradients it
+writes, in X's dtype). Its body:
+  1. the forward blocks that write the intermediates the adjoints read and that are not saved, copied (recomputed);
   2. for each forward block, last first, whose output has a gradient:
      - the gradient of its output: the sum of the contributions its readers made (one block),
        or the one contribution, or the output gradient passed in;
@@ -21,22 +19,20 @@ each float output Y that depends on `wrt` (the gradient flowing in), then
        has two or more (torch.prod's rule);
      - per buffer it reads (each distinct index): a contribution block over the block's domain,
        `C[idx] (+)= upstream * d value / d read`, reducing over the variables `idx` does not
-       use (an overlapping read: over the iterations that read each element, read_inversion.py).
-       A contraction's contribution is again a contraction (dA = dC·Bᵀ), which Tiling turns
-       into a tl.dot like the forward's; when the forward's operands are narrower than its
-       accumulator (fp16 x fp16 -> fp32), the incoming gradient is rounded to that operand dtype in
-       the adjoints (a ContractionAdjoint record), so they are dots of the forward's precision and
-       speed, as mixed-precision training's are, not fp32 dots.
+       use (an overlapping read: over the iterations that read each element, read_inversion.py);
+       none where it is proven zero (a centered sum over the axis its mean averages, centered_sums.py).
+       A contraction's contribution is again a contraction (dA = dC·Bᵀ), which Tiling turns into a tl.dot
+       like the forward's; when the forward's operands are narrower than its accumulator (fp16 x fp16 ->
+       fp32), the incoming gradient is rounded to that operand dtype in the adjoints (a ContractionAdjoint
+       record), so they are dots of the forward's precision and speed, as mixed-precision training's are.
   3. `d_<X>` from X's contributions.
-What was passed in, saved or recomputed (forward_values.py) is recorded on the root block
-(tir_passes/contracts/autodiff.py).
-Why: the backward is a program like any other: the pipeline fuses, tiles, dumps and verifies it,
-and TVM's llvm build of it is the numerics reference.
-Assumes: forward.py's program shape (one block per nest, each element written once); a read at
-any other index than one variable per axis (a window, a shift, a gather through data) gets a
-contribution that gathers over the iterations reading each element (read_inversion.py). Nothing
-here is approximate: a program it cannot differentiate exactly is refused (NotDifferentiableError)
-naming the block and the reason.
+What was passed in, saved or recomputed (forward_values.py) is recorded on the root block (contracts/autodiff.py).
+Why: the backward is a program like any other: the pipeline fuses, tiles, dumps and verifies it, and TVM's
+llvm build of it is the numerics reference.
+Assumes: forward.py's program shape (one block per nest, each element written once); a read at any other
+index than one variable per axis (a window, a shift, a gather through data) gets a contribution that
+gathers over the iterations reading each element (read_inversion.py). Nothing here is approximate: a
+program it cannot differentiate exactly is refused (NotDifferentiableError) naming the block and the reason.
 """
 
 from __future__ import annotations
@@ -146,7 +142,6 @@ class _Backward:
         self.statements: list = []     # the adjoint nests, in order
         self.allocs: list = []
         self.contractions: list = []   # ContractionAdjoint records
-        self.zero: list = []           # ZeroGradient records: reductions and contributions proven zero
         self.made: set = set()         # handles of the buffers the backward itself declares
         self.taken = {p.name for p in forward.func.params} | {b.output.name for b in forward.blocks} \
             | {b.name for b in forward.blocks}
@@ -154,9 +149,9 @@ class _Backward:
     def build(self) -> tirx.PrimFunc:
         output_grads = self._output_gradients()
         invariant = invariant_reductions(self.forward)
+        why = "(it enters only as a shift of exponentials that are normalized away): its gradient is zero"
         self.zero = [ZeroGradient(b.name, b.output.name, f"every output is invariant to a shift of {b.output.name} "
-                                  "(it enters only as a shift of exponentials that are normalized away): its gradient "
-                                  "is zero") for b in invariant]
+                                  + why) for b in invariant]
         for block in reversed(self.forward.blocks):
             if block.output.__chandle__() in self.active and not any(block is b for b in invariant):
                 upstream = self._assemble(block.output)
