@@ -163,6 +163,23 @@ def test_the_price_splits_where_the_walk_outweighs_two_more_kernels():
     assert [m.splits for _, m in _marks(long_rows)] == [32]
 
 
+def test_a_lone_programs_compute_adds_to_its_streaming_and_several_overlap_it():
+    """The walk's price: stream + compute where a multiprocessor holds one program, max of the two where it
+    holds two; a GPU without the multi-function unit's figure and a walk without dots price no compute."""
+    h200 = gpu_specs.gpu_spec("H200")
+    walk = online_split_sizes.OnlineRow(programs=h200.multiprocessors, rows=32, row=4096, key_bytes=256,
+                                        element_bytes=0, out_bytes=0, walks=2, in_flight=131072, dot_flops=256,
+                                        dot_tflops=h200.fp16_tensor_tflops)
+    bare = dataclasses.replace(h200, special_function_tops=None)
+    no_dots = dataclasses.replace(walk, dot_flops=0)
+    stream = online_split_sizes.online_unsplit_seconds(bare, no_dots)
+    lone = online_split_sizes.online_unsplit_seconds(h200, walk)
+    assert stream > 0 and lone > stream
+    compute = lone - stream   # one program each: the two add
+    paired = online_split_sizes.online_unsplit_seconds(h200, dataclasses.replace(walk, programs=2 * walk.programs))
+    assert paired == pytest.approx(max(2 * stream, 2 * compute))
+
+
 def test_a_rewritten_program_keeps_the_decision(four_sm_gpu):
     """The scale inside the scores (a product in the contraction) instead of in the exponent: the same split."""
     plain = _marks(_split_stage(make_attention_scores(37, 3072, 32)))

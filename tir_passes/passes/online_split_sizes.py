@@ -10,8 +10,11 @@ or its dots), and overlaps it where it holds several. Measured on an H100 (2026-
 benchmarks/scores_split_gpu.py, benchmarks/results/2026-12-07-h100-scores-split.json), softmax(Q·Kᵀ)
 4096×4096×128 with its scores written: the unsplit kernel (128 programs of 32 rows, one a
 multiprocessor) 61.1 µs, priced 46.7 (28.8 without its compute); the statistics of 4 chunks (128
-programs, one each) 22.9 µs, priced 18.6; of 8 chunks (256 programs) 15.2 µs, priced 9.6. The
-modules as compiled: unsplit 66.1 µs, split 4 ways 69.2, 8 ways 60.6, the order the price gives.
+programs, one each) 22.9 µs, priced 18.5; of 8 chunks (256 programs) 15.2 µs, priced 9.6. The
+modules as compiled: split 8 ways 60.6 µs, unsplit 66.1, split 4 ways 69.2: on the H100's figures
+the price's order too (40.1, 46.7, 49.1 µs; on the H200's, 33.3, 46.7 and 42.3: 4 ways before the
+unsplit walk, unmeasured there). The streaming term keeps a multiprocessor's programs one after
+another (Little's law per program, as before); only their compute is taken to overlap it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from tir_passes.passes.tile_sizes import MAX_SPLITS
 MIN_ONLINE_CHUNK = 512   # elements each chunk of a split row keeps: several tiles, so its loop still pipelines
 ONLINE_WAVES = 2         # programs per multiprocessor a split aims for (the store's programs run beside)
 # each kernel a split adds (the combine and the readers' own), measured on an H100 (2026-12-07, the module
-# split 8 ways, its launches replayed): the combine kernel 2.9 µs, and 7.2 µs of gaps and host time between
-# the module's three kernels (run() 60.6 µs, a CUDA graph of it 58.8, the kernels alone 53.4)
+# split 8 ways, its launches replayed): run() 60.6 µs, a CUDA graph of it 58.8, its three kernels alone 53.4,
+# so 2.4 µs of gaps and host time a launch; the two added kernels: the combine's 2.9 µs and two launches,
+# 7.7 µs, about 4 each. (Split-K's SPLIT_SECONDS, 27 µs, was timed before launches were replayed.)
 ONLINE_SPLIT_KERNEL_SECONDS = 4e-6
 
 

@@ -30,7 +30,7 @@ Why: a long row on few programs streams at one program's pace: 1024 queries over
 scores written are 8 row tiles of 128 on 132 multiprocessors, each walking all the keys twice (558 µs by
 the price; split 32 ways, 256 programs: 109 µs). softmax(Q·Kᵀ) 4096×4096×128 (the suite's) splits 8
 ways: measured on an H100 (2026-12-07) its modules ran 66.1 µs whole, 60.6 split 8 ways and 69.2 split
-4 ways (128 statistics programs, one a multiprocessor), the price's order.
+4 ways (128 statistics programs, one a multiprocessor), the order the price gives on the H100's figures.
 Why after LoopFusion: the stats loop with its scores fused under it, and the readers beside it, are the
 form this splits; LoopFusion's record still says what it fused, and this pass's record says which rows
 it then split apart (the readers read the combined statistics from memory: a few bytes per row).

@@ -11,24 +11,30 @@ The proof, for a SUM block reducing over `k` whose read `m[rows]` is the mean of
     same extent as `k`, starting at 0), or by a spatial block scaling such a sum, `m[i] = s₂·S[i]`;
     `x` is that block's term with the mean's variables put to the reading block's (`i` to the
     indices of the read, `k'` to `k`);
+  - the read's indices do not mention `k` (m is one value over the whole sum);
   - the partial derivative of the block's value with respect to the read, as a polynomial over
-    opaque atoms with exact rational coefficients (casts between floats count as the identity, as
-    they do for the derivative), is `A·x + B·m + C`, where no atom of A, B or C mentions `k`;
+    opaque atoms with exact rational coefficients (casts that lose nothing, to a float as wide or
+    wider, count as the identity; a narrowing cast is an atom of its own), is `A·x + B·m + C`, where
+    no atom of A, B or C mentions `k`; atoms are compared by their text and the buffers and
+    variables they name (two buffers of one name are two atoms);
   - then `Σ_k (A·x + B·m + C) = A·m/s + N·B·m + N·C`, zero when C is the zero polynomial and
-    `A + N·s·B` is too. A scale `s` that is 1/N rounded to float32 or better counts as 1/N: the
-    difference, `Σ x · (1 − N·s)`, is below the rounding of the sum itself.
+    `A + N·s·B` is too. A scale `s` that is 1/N rounded to the mean's dtype (or to float64) counts
+    as 1/N: the difference, `Σ x · (1 − N·s)`, is below the rounding of the sum itself.
 Anything else (a product of x and m, an atom that depends on k, a mean over another extent, a
-mean that is not a plain scaled sum) ends the proof: the contribution is built as usual.
-Why: FlashAttention-style backward kernels for normalizations (torch's own layer_norm backward)
-have no such term; without this, the row kernel reduces three sums per row where two are needed.
+mean that is not a plain scaled sum, a product too large to expand) ends the proof: the
+contribution is built as usual.
+Why: a normalization's backward written by hand (torch's layer_norm backward) has no such term;
+without this, the row kernel reduces three sums per row where two are needed.
 Assumes: forward.py's blocks (one block per nest; a reduction's variables have their extents in
 its iter_vars' domains).
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -37,8 +43,9 @@ from .adjoint_rules import dtype_of, is_float
 from .build import substitute
 from .forward import SPATIAL, SUM, ForwardBlock, ForwardProgram
 
-# a scale within this of 1/N (relative) is 1/N rounded to float32 or better
-_ROUNDED_RECIPROCAL = Fraction(1, 2**22)
+_MAX_TERMS = 64   # a product expanding to more terms than this is not read (it would grow exponentially)
+_EXACT_WIDENING = {("float16", "float32"), ("float16", "float64"), ("bfloat16", "float32"), ("bfloat16", "float64"),
+                   ("float32", "float64")}
 
 
 class _NotPolynomial(Exception):
@@ -58,12 +65,18 @@ def vanishing_reason(forward: ForwardProgram, block: ForwardBlock, load, partial
         summed, reduce_var, scale, variables = mean
         derivative, m_key = polynomials.of(partial), polynomials.key(load)
         for k in block.iter_vars:
-            if k.iter_type != tirx.IterVar.CommReduce or not _same_extent(k, reduce_var):
+            if k.iter_type != tirx.IterVar.CommReduce or not _same_extent(k, reduce_var) or \
+                    any(_mentions(index, k.var) for index in load.indices):
                 continue
             x = polynomials.single_atom(substitute(summed, {**variables, reduce_var.var.__chandle__(): k.var}))
-            if x is not None and _sums_to_zero(polynomials, derivative, x[0], scale * x[1], m_key, k):
-                return (f"{block.where()} sums over {k.var.name} a value affine in ({x[0]} - {load}), and "
-                        f"{load.source.name} is the mean of {x[0]} over {k.var.name}: the sum is zero")
+            if x is None:
+                continue
+            x_key, x_scale = x
+            ratio = _reciprocal_ratio(scale * x_scale, k, dtype_of(load))
+            if ratio is not None and _sums_to_zero(polynomials, derivative, x_key, ratio, m_key, k):
+                x_text = polynomials.atoms[x_key]
+                return (f"{block.where()} sums over {k.var.name} a value affine in ({x_text} - {load}), and "
+                        f"{load.source.name} is the mean of {x_text} over {k.var.name}: the sum is zero")
     except _NotPolynomial:
         return None
     return None
@@ -110,19 +123,26 @@ def _same_extent(a, b) -> bool:
 
 
 # --- the sum of the partial over k ---
-def _sums_to_zero(polynomials, derivative: dict, x_key: str, scale: Fraction, m_key: str, k) -> bool:
-    """derivative = A·x + B·m + C with no atom mentioning k; A + N·scale·B = 0 and C = 0."""
+def _reciprocal_ratio(scale: Fraction, k, dtype: str) -> Fraction | None:
+    """N·s, with s = 1/N rounded to `dtype` (or to float64) counted as exactly 1/N; None for a
+    symbolic N or a scale that is not finite."""
     extent = k.dom.extent
     if not isinstance(extent, tirx.IntImm):
-        return False
-    ratio = scale * int(extent)
-    if abs(ratio - 1) <= _ROUNDED_RECIPROCAL:
-        ratio = Fraction(1)
+        return None
+    n = int(extent)
+    rounded = {Fraction(float(np.float64(1.0 / n)))}
+    if dtype in ("float16", "float32", "float64"):
+        rounded.add(Fraction(float(np.dtype(dtype).type(1.0 / n))))
+    return Fraction(1) if scale in rounded else scale * n
+
+
+def _sums_to_zero(polynomials, derivative: dict, x_key: str, ratio: Fraction, m_key: str, k) -> bool:
+    """derivative = A·x + B·m + C with no atom mentioning k; A + ratio·B = 0 and C = 0 (ratio: N·s)."""
     combined: dict = {}
     for atoms, coefficient in derivative.items():
         xs, ms = atoms.count(x_key), atoms.count(m_key)
         rest = tuple(atom for atom in atoms if atom not in (x_key, m_key))
-        if xs + ms != 1 or any(polynomials.mentions(atom, k.var) for atom in rest):
+        if xs + ms != 1 or any(_mentions(polynomials.atoms[atom], k.var) for atom in rest):
             return False  # a product of x and m, a term without either (C, summed N times), or one varying with k
         _add(combined, rest, coefficient * (1 if xs else ratio))
     return bool(derivative) and not combined
@@ -139,9 +159,12 @@ class _Polynomials:
 
     def of(self, expr) -> dict:
         if isinstance(expr, (tirx.FloatImm, tirx.IntImm)):
+            if isinstance(expr, tirx.FloatImm) and not math.isfinite(float(expr.value)):
+                raise _NotPolynomial(expr)
             value = Fraction(float(expr.value)) if isinstance(expr, tirx.FloatImm) else Fraction(int(expr.value))
             return {(): value} if value else {}
-        if isinstance(expr, tirx.Cast) and is_float(dtype_of(expr)) and is_float(dtype_of(expr.value)):
+        if isinstance(expr, tirx.Cast) and (dtype_of(expr.value) == dtype_of(expr)
+                                            or (dtype_of(expr.value), dtype_of(expr)) in _EXACT_WIDENING):
             return self.of(expr.value)
         if isinstance(expr, (tirx.Add, tirx.Sub)):
             total = dict(self.of(expr.a))
@@ -160,7 +183,11 @@ class _Polynomials:
         return {(self.key(expr),): Fraction(1)}
 
     def key(self, expr) -> str:
-        key = str(expr)
+        """The atom's text with the identities of the buffers and variables it names (in walk order)."""
+        named: list = []
+        tvm_ffi.structural_walk(expr, [(tvm.ir.TensorLoad, lambda load: named.append(load.source.__chandle__())),
+                                       (tvm.ir.Var, lambda var: named.append(var.__chandle__()))])
+        key = f"{expr} {named}"
         self.atoms.setdefault(key, expr)
         return key
 
@@ -172,13 +199,17 @@ class _Polynomials:
         [(atoms, coefficient)] = poly.items()
         return (atoms[0], coefficient) if len(atoms) == 1 else None
 
-    def mentions(self, key: str, var) -> bool:
-        found: list = []
-        tvm_ffi.structural_walk(self.atoms[key], (tvm.ir.Var, lambda v: found.append(v) if v.same_as(var) else None))
-        return bool(found)
+
+
+def _mentions(expr, var) -> bool:
+    found: list = []
+    tvm_ffi.structural_walk(expr, (tvm.ir.Var, lambda v: found.append(v) if v.same_as(var) else None))
+    return bool(found)
 
 
 def _product(a: dict, b: dict) -> dict:
+    if len(a) * len(b) > _MAX_TERMS:
+        raise _NotPolynomial("a product too large to expand")
     total: dict = {}
     for atoms_a, ca in a.items():
         for atoms_b, cb in b.items():

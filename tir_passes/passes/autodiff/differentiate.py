@@ -37,6 +37,7 @@ program it cannot differentiate exactly is refused (NotDifferentiableError) nami
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import tvm
@@ -143,6 +144,7 @@ class _Backward:
         self.allocs: list = []
         self.contractions: list = []   # ContractionAdjoint records
         self.made: set = set()         # handles of the buffers the backward itself declares
+        self.zero: list = []           # ZeroGradient records: reductions and contributions proven zero
         self.taken = {p.name for p in forward.func.params} | {b.output.name for b in forward.blocks} \
             | {b.name for b in forward.blocks}
 
@@ -150,8 +152,8 @@ class _Backward:
         output_grads = self._output_gradients()
         invariant = invariant_reductions(self.forward)
         why = "(it enters only as a shift of exponentials that are normalized away): its gradient is zero"
-        self.zero = [ZeroGradient(b.name, b.output.name, f"every output is invariant to a shift of {b.output.name} "
-                                  + why) for b in invariant]
+        self.zero += [ZeroGradient(b.name, b.output.name, f"every output is invariant to a shift of {b.output.name} "
+                                   + why) for b in invariant]
         for block in reversed(self.forward.blocks):
             if block.output.__chandle__() in self.active and not any(block is b for b in invariant):
                 upstream = self._assemble(block.output)
@@ -414,7 +416,4 @@ def _partial(partials: Partials, expr, load):
 
 
 def _sum(values: list):
-    total = values[0]
-    for value in values[1:]:
-        total = total + value
-    return total
+    return functools.reduce(lambda total, value: total + value, values)
