@@ -10,6 +10,7 @@ from tvm.script import tirx as T
 from layernorm import make_layernorm
 from layernorm_moments import make_layernorm_moments
 from test_differentiate import llvm_gradients
+from test_shift_invariance import _blocks
 from tir_passes import differentiate
 from tir_passes.contracts.autodiff import zero_gradients
 
@@ -72,10 +73,6 @@ def _check(func, torch_fn):
     leaf = a.clone().requires_grad_()
     torch_fn(leaf, w).backward(grad)
     torch.testing.assert_close(ours["A"], leaf.grad, rtol=1e-9, atol=1e-11)
-
-
-def _blocks(backward) -> list[str]:
-    return [line.split('"')[1] for line in backward.script().splitlines() if "T.sblock(" in line]
 
 
 def test_the_variance_adds_nothing_to_its_own_means_gradient():

@@ -39,6 +39,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ...analyses.nest import uses_var
 from .adjoint_rules import dtype_of, is_float
 from .build import substitute
 from .forward import SPATIAL, SUM, ForwardBlock, ForwardProgram
@@ -66,7 +67,7 @@ def vanishing_reason(forward: ForwardProgram, block: ForwardBlock, load, partial
         derivative, m_key = polynomials.of(partial), polynomials.key(load)
         for k in block.iter_vars:
             if k.iter_type != tirx.IterVar.CommReduce or not _same_extent(k, reduce_var) or \
-                    any(_mentions(index, k.var) for index in load.indices):
+                    any(uses_var(index, k.var) for index in load.indices):
                 continue
             x = polynomials.single_atom(substitute(summed, {**variables, reduce_var.var.__chandle__(): k.var}))
             if x is None:
@@ -116,9 +117,7 @@ def _scaled_sum_read(forward: ForwardProgram, writer: ForwardBlock, polynomials)
 
 
 def _same_extent(a, b) -> bool:
-    for iv in (a, b):
-        if not isinstance(iv.dom.min, tirx.IntImm) or int(iv.dom.min) != 0:
-            return False
+    """Both start at 0 (forward.py's bindings), so the same extent is the same range."""
     return tvm_ffi.structural_equal(a.dom.extent, b.dom.extent)
 
 
@@ -142,7 +141,7 @@ def _sums_to_zero(polynomials, derivative: dict, x_key: str, ratio: Fraction, m_
     for atoms, coefficient in derivative.items():
         xs, ms = atoms.count(x_key), atoms.count(m_key)
         rest = tuple(atom for atom in atoms if atom not in (x_key, m_key))
-        if xs + ms != 1 or any(_mentions(polynomials.atoms[atom], k.var) for atom in rest):
+        if xs + ms != 1 or any(uses_var(polynomials.atoms[atom], k.var) for atom in rest):
             return False  # a product of x and m, a term without either (C, summed N times), or one varying with k
         _add(combined, rest, coefficient * (1 if xs else ratio))
     return bool(derivative) and not combined
@@ -200,11 +199,6 @@ class _Polynomials:
         return (atoms[0], coefficient) if len(atoms) == 1 else None
 
 
-
-def _mentions(expr, var) -> bool:
-    found: list = []
-    tvm_ffi.structural_walk(expr, (tvm.ir.Var, lambda v: found.append(v) if v.same_as(var) else None))
-    return bool(found)
 
 
 def _product(a: dict, b: dict) -> dict:
