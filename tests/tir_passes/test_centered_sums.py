@@ -147,3 +147,19 @@ def test_the_examples_layernorm_drops_the_term_and_its_moments_form_has_none():
     assert [(z.block, z.buffer) for z in zero_gradients(backward)] == [("var", "mean")]
     assert not [b for b in _blocks(backward) if b.startswith("d_mean") and b.endswith("from_var")]
     assert zero_gradients(differentiate(make_layernorm_moments(7, 45), ["X", "gamma", "beta"])) == ()
+
+
+def test_the_same_variance_written_in_te_drops_the_term_too():
+    """A rewrite that keeps the meaning: TE's compute ops (the sum, then the mean as its own op, the 1/C
+    inside the variance's sum) prove the same zero, and the gradient matches torch."""
+    a = te.placeholder((R, C), "float64", name="A")
+    k, j = te.reduce_axis((0, C), "k"), te.reduce_axis((0, C), "j")
+    total = te.compute((R,), lambda i: te.sum(a[i, k], axis=k), name="total")
+    m = te.compute((R,), lambda i: total[i] / tirx.const(C, "float64"), name="m")
+    var = te.compute((R,), lambda i: te.sum((a[i, j] - m[i]) * (a[i, j] - m[i]) / tirx.const(C, "float64"), axis=j),
+                     name="var")
+    out = te.compute((R, C), lambda i, c: (a[i, c] - m[i]) * tirx.rsqrt(var[i] + tirx.const(EPS, "float64")),
+                     name="Out")
+    func = te.create_prim_func([a, out]).with_attr("global_symbol", "normalized")
+    assert [(z.block, z.buffer) for z in zero_gradients(differentiate(func, ["A"]))] == [("var", "m")]
+    _check(func, _torch)
