@@ -32,6 +32,7 @@ METRICS = {
     "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active": "gmma_pct",
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "hmma_pct",
     "lts__t_sector_hit_rate.pct": "l2_hit_pct",
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed": "l2_pct",
     "launch__registers_per_thread": "registers",
     "launch__grid_size": "grid",
     "launch__block_size": "block",

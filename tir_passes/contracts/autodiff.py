@@ -9,12 +9,13 @@
                                          narrower than its accumulator (fp16 x fp16 -> fp32): the dtype
                                          the incoming gradient is rounded to in its adjoints, so they are
                                          tl.dots of the forward's operand dtype, with the reason
-  root annotation "autodiff.zero_gradients" ZeroGradient per forward max/min reduction whose result no output
-                                         depends on (a shift every output is invariant to, proven by
-                                         passes/autodiff/shift_invariance.py): its gradient is zero, so
-                                         no adjoint is built for it; and per contribution proven zero
-                                         (a centered sum over the axis its mean averages,
-                                         passes/autodiff/centered_sums.py): not built; with the reason
+  root annotation "autodiff.zero_gradients" ZeroGradient, of one of two kinds, with the reason:
+                                         ZERO_REDUCTION per forward max/min reduction whose result no
+                                         output depends on (a shift every output is invariant to, proven
+                                         by passes/autodiff/shift_invariance.py): its gradient is zero, so
+                                         no adjoint is built for it; ZERO_CONTRIBUTION per single term of
+                                         a gradient proven zero (a centered sum over the axis its mean
+                                         averages, passes/autodiff/centered_sums.py): that term is not built
   root annotation "autodiff.signature"  GradientSignature: which backward parameter is which: the
                                          forward parameters it reads, the saved intermediates (the
                                          training forward's extra outputs), the gradient of each forward
@@ -35,6 +36,8 @@ from ..errors import NotDifferentiableError
 VALUES_KEY, SIGNATURE_KEY, CONTRACTIONS_KEY = "autodiff.values", "autodiff.signature", "autodiff.contractions"
 ZERO_GRADIENTS_KEY = "autodiff.zero_gradients"
 INPUT, SAVED, RECOMPUTED = "input", "saved", "recomputed"
+# ZeroGradient's kinds: a reduction whose whole gradient is zero, or one block's term in another buffer's gradient
+ZERO_REDUCTION, ZERO_CONTRIBUTION = "reduction", "contribution"
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,11 @@ class ContractionAdjoint:
 
 @dataclass(frozen=True)
 class ZeroGradient:
-    block: str               # the forward max/min reduction, or the block whose contribution is zero
-    buffer: str              # its result, whose gradient is zero; or the buffer that contribution would add to
+    kind: str                # ZERO_REDUCTION or ZERO_CONTRIBUTION
+    block: str               # ZERO_REDUCTION: the forward max/min reduction; ZERO_CONTRIBUTION: the block
+                             # whose term is zero
+    buffer: str              # ZERO_REDUCTION: its result, whose gradient is zero; ZERO_CONTRIBUTION: the
+                             # buffer whose gradient that term would add to
     reason: str
 
 
@@ -77,7 +83,8 @@ def write_records(block: s_tir.SBlock, values: list[ForwardValue], sig: Gradient
                   contractions: list[ContractionAdjoint] = (), zero: list[ZeroGradient] = ()) -> dict:
     """The root block's annotations with the records added."""
     annotations = dict(block.annotations.items())
-    annotations[ZERO_GRADIENTS_KEY] = [{"block": z.block, "buffer": z.buffer, "reason": z.reason} for z in zero]
+    annotations[ZERO_GRADIENTS_KEY] = [{"kind": z.kind, "block": z.block, "buffer": z.buffer, "reason": z.reason}
+                                         for z in zero]
     annotations[CONTRACTIONS_KEY] = [{"block": c.block, "gradient": c.gradient, "operand_dtype": c.operand_dtype,
                                       "reason": c.reason} for c in contractions]
     annotations[VALUES_KEY] = [{"buffer": v.buffer, "decision": v.decision, "blocks": list(v.blocks),
@@ -102,7 +109,7 @@ def contraction_adjoints(func) -> tuple[ContractionAdjoint, ...]:
 
 def zero_gradients(func) -> tuple[ZeroGradient, ...]:
     raw = _root_annotation(func, ZERO_GRADIENTS_KEY)
-    return tuple(ZeroGradient(str(z["block"]), str(z["buffer"]), str(z["reason"])) for z in raw)
+    return tuple(ZeroGradient(str(z["kind"]), str(z["block"]), str(z["buffer"]), str(z["reason"])) for z in raw)
 
 
 def signature(func) -> GradientSignature:

@@ -44,7 +44,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ...contracts.autodiff import ContractionAdjoint, GradientSignature, ZeroGradient, write_records
+from ...contracts.autodiff import (ZERO_CONTRIBUTION, ZERO_REDUCTION, ContractionAdjoint, GradientSignature,
+                                   ZeroGradient, write_records)
 from ...errors import NotDifferentiableError
 from ...infra.frontend import as_module
 from .adjoint_rules import Partials, dtype_of, is_float
@@ -152,8 +153,8 @@ class _Backward:
         output_grads = self._output_gradients()
         invariant = invariant_reductions(self.forward)
         why = "(it enters only as a shift of exponentials that are normalized away): its gradient is zero"
-        self.zero += [ZeroGradient(b.name, b.output.name, f"every output is invariant to a shift of {b.output.name} "
-                                   + why) for b in invariant]
+        self.zero += [ZeroGradient(ZERO_REDUCTION, b.name, b.output.name,
+                                   f"every output is invariant to a shift of {b.output.name} {why}") for b in invariant]
         for block in reversed(self.forward.blocks):
             if block.output.__chandle__() in self.active and not any(block is b for b in invariant):
                 upstream = self._assemble(block.output)
@@ -257,7 +258,7 @@ class _Backward:
             partial = _partial(partials, block.value, load)
             vanishes = vanishing_reason(self.forward, block, load, partial) if partial is not None else None
             if vanishes is not None:
-                self.zero.append(ZeroGradient(block.name, load.source.name, vanishes))
+                self.zero.append(ZeroGradient(ZERO_CONTRIBUTION, block.name, load.source.name, vanishes))
             elif partial is not None:
                 self._add_term(load, _Contribution(block, block.iter_vars, load.source, tuple(load.indices),
                                                    partials.mul(gradient, partial)))
