@@ -249,13 +249,15 @@ def fused_warps(rows: int, widest: int, sites=()) -> int:
 
 def online_sizes(spec: GpuSpec, dtype: str, rows_extent: int | None, loop_extent: int | None,
                  contraction: bool, limits: BackendLimits, depth: int | None = None,
-                 masked: bool = True) -> tuple[int, int, int, int]:
+                 masked: bool = True, online: bool = True) -> tuple[int, int, int, int]:
     """(rows, columns, warps, stages) of an online nest: the rows a program keeps, and the tile of
     the loop its running maximum walks. With a contraction (attention; `depth`: its other axis,
     the head dimension), tl.dot tiles, each at least tl.dot's minimum; without (a softmax whose
     rows are too long for one tile), a row-wise stream: wide column tiles and as many rows as a
     program's element budget allows. `masked`: the walk selects on its position (a causal or
-    windowed walk, analyses/masked_walk.py); only those take the wide key tiles."""
+    windowed walk, analyses/masked_walk.py); only those take the wide key tiles. `online`: an
+    online softmax's walk (one resident tile, the keys and values per stage), not a backward's
+    streamed walk (two resident tiles)."""
     if not contraction:
         columns = min(next_power_of_two(loop_extent or UNKNOWN_EXTENT), ROW_ELEMENTS_PER_PROGRAM)
         rows = fused_rows(columns, rows_extent, False, limits)
@@ -263,6 +265,8 @@ def online_sizes(spec: GpuSpec, dtype: str, rows_extent: int | None, loop_extent
     (rows, columns), warps, stages = ((128, 64) if element_bytes(dtype) <= 2 else (64, 32)), 4, 2
     if masked and _wide_key_tiles_fit(spec, dtype, depth):
         columns, warps, stages = 128, 8, PIPELINE_STAGES
+    elif online and _wide_fp32_tiles_fit(spec, dtype, depth):
+        rows, columns, warps = 128, 64, 8
     rows = max(limits.dot_min_block, min(rows, next_power_of_two(rows_extent or rows)))
     columns = max(limits.dot_min_block, min(columns, next_power_of_two(loop_extent or columns)))
     return rows, columns, warps, stages
@@ -282,6 +286,19 @@ def _wide_key_tiles_fit(spec: GpuSpec, dtype: str, depth: int | None) -> bool:
         return False
     depth = next_power_of_two(depth)
     return (128 + PIPELINE_STAGES * 2 * 128) * depth * element_bytes(dtype) <= spec.shared_memory_per_block
+
+
+def _wide_fp32_tiles_fit(spec: GpuSpec, dtype: str, depth: int | None) -> bool:
+    """128 rows × 64 keys, 8 warps, 2 stages for 4-byte operands (TF32 or fp32 dots) on sm_90, where
+    the query tile and two stages of key and value tiles fit the program's shared memory (head
+    dimension known). Measured on an H100 (2026-12-07, fp32 attention b4h32s4096d128 under
+    float32_matmul_precision "high", benchmarks/config_sweep.py, JSON
+    benchmarks/results/2026-12-07-h100-fp32-attention-configs.json): 9.85 ms against 14.1 at 64×32,
+    4 warps, 2 stages (the 16-bit tiles' halves); 128×32 at 3 stages 10.3, 64-row tiles 14.3-18.0."""
+    if spec.compute_capability < 90 or element_bytes(dtype) != 4 or depth is None:
+        return False
+    depth = next_power_of_two(depth)
+    return (128 + 2 * 2 * 64) * depth * element_bytes(dtype) <= spec.shared_memory_per_block
 
 
 def rows_filling_the_gpu(rows: int, rows_extent: int, other_programs: int, spec: GpuSpec) -> int:

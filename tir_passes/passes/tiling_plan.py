@@ -382,7 +382,7 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     # the wide key tiles were measured for OnlineSoftmax's masked walk (one resident tile, K and V per stage); a
     # streamed walk may keep two resident tiles (dQ's Q and dO), over the shared memory at 128 x 128 x 3 stages
     sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits, depth,
-                                    online_kind and walk_is_masked(shape.subs, loop))
+                                    online_kind and walk_is_masked(shape.subs, loop), online_kind)
     rows, columns, plan.num_warps, plan.num_stages = sizes
     streamed = [r for loops, r in shape.subs if contraction_operands(r.block) is not None
                 and loop_kind(loop, r) == SPATIAL and any(l.same_as(loop) for l in loops)]
