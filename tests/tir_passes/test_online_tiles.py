@@ -61,3 +61,21 @@ def test_the_mask_decides_the_tiles_whatever_form_it_is_written_in():
     assert plan(make_attention(4, 32, 512, 128)) == (4, 2, 64)
     assert plan(make_causal_attention(4, 32, 512, 128)) == (8, 3, 128)
     assert plan(make_attention_inline_mask(4, 32, 512, 128)) == (8, 3, 128)
+
+
+def test_fp32_attention_at_small_batch_keeps_tiles_that_fit_shared_memory():
+    """Few programs (b1 h8 s1024): Tiling halves the rows to fill the GPU, and 4-byte key tiles are
+    not widened to 3 stages of 128 keys (426 KB at head dimension 128, over 227 KiB)."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    from attention import make_attention
+
+    from triton_codegen import compile
+
+    h200 = gpu_spec("H200")
+    [kernel] = compile(make_attention(1, 8, 1024, 128, dtype="float32"), verify=False).program.kernels
+    rows, keys = kernel.block_sizes["BLOCK_I"], kernel.block_sizes["BLOCK_J"]
+    assert rows < 128   # the rows were halved: 64 programs of 128 would fill half the GPU
+    assert (rows + kernel.num_stages * 2 * keys) * 128 * 4 <= h200.shared_memory_per_block, (rows, keys)

@@ -128,10 +128,10 @@ def _splits(spec: GpuSpec, func, stmt, shared: list, loop: tirx.For) -> tuple[in
         raise _Refused("symbolic extents")
     dots = [r for r in realizes_under(loop) if contraction_operands(r.block) is not None]
     dtype = operands_dtype(*contraction_operands(dots[0].block)) if dots else "float32"
-    rows, columns, _, stages = online_sizes(spec, dtype, extents[-1], row, bool(dots), spec.limits, masked=False)
+    row_bytes = _row_bytes({p.name for p in func.params if tirx.is_buffer_var(p)}, stmt, loop, dots)
+    depth = row_bytes[0] // element_bytes(dtype) if dots else None   # Tiling's tiles read the head dimension too
+    rows, columns, _, stages = online_sizes(spec, dtype, extents[-1], row, bool(dots), spec.limits, depth, False)
     programs = math.prod(extents[:-1]) * -(-extents[-1] // rows)
-    params = {p.name for p in func.params if tirx.is_buffer_var(p)}
-    row_bytes = _row_bytes(params, stmt, loop, dots)
     chunked = OnlineRow(programs, rows, row, *row_bytes, in_flight=0.0,  # the dots' flops: 2 × depth a key
                         dot_flops=2 * row_bytes[0] // element_bytes(dtype) if dots else 0,
                         dot_tflops=spec.dot_tflops(dtype, "ieee") if dots else None)
@@ -139,7 +139,7 @@ def _splits(spec: GpuSpec, func, stmt, shared: list, loop: tirx.For) -> tuple[in
     whole = chunked
     if dots:  # unsplit, Tiling gives a contraction's rows fewer per program to fill one wave, wider key tiles
         fewer = rows_filling_the_gpu(rows, extents[-1], math.prod(extents[:-1]), spec)
-        wide = min(columns * rows // fewer, next_power_of_two(row))
+        wide = min(columns * rows // fewer, next_power_of_two(row)) if element_bytes(dtype) <= 2 else columns
         whole = dataclasses.replace(chunked, rows=fewer, programs=math.prod(extents[:-1]) * -(-extents[-1] // fewer))
         whole = dataclasses.replace(whole, in_flight=(PIPELINE_STAGES - 1) * wide * _per_key(whole))
     price = online_splits(spec, whole, chunked)

@@ -294,7 +294,8 @@ def _wide_fp32_tiles_fit(spec: GpuSpec, dtype: str, depth: int | None) -> bool:
     dimension known). Measured on an H100 (2026-12-07, fp32 attention b4h32s4096d128 under
     float32_matmul_precision "high", benchmarks/config_sweep.py, JSON
     benchmarks/results/2026-12-07-h100-fp32-attention-configs.json): 9.85 ms against 14.1 at 64×32,
-    4 warps, 2 stages (the 16-bit tiles' halves); 128×32 at 3 stages 10.3, 64-row tiles 14.3-18.0."""
+    4 warps, 2 stages in the suite run of the same call (the sweep's 14.2; the 16-bit tiles' halves); 128×32 at 3 stages
+    10.3, 64-row tiles 14.2-20.9. Measured only under TF32 ("high"), unmasked, head dimension 128."""
     if spec.compute_capability < 90 or element_bytes(dtype) != 4 or depth is None:
         return False
     depth = next_power_of_two(depth)
@@ -322,7 +323,8 @@ def stepped_size(size: int, rows: int) -> int:
 # partial kernel's longer epilogue, measured on the H200 (2026-12-01, benchmarks/sota_sweep.py, 16×4096·4096ᵀ):
 # the best split of 2-16 slices took 47.3 µs, the best unsplit tile 20.1 µs. Timed through run(), which then
 # took its full path (argument checks, launchers) on every call of a module with scratch buffers; since
-# 2026-12-07 a repeated call replays them (launch_replay.py), so this overstates a split's cost: not re-measured
+# 2026-12-07 a repeated call replays them (launch_replay.py); re-measured then (H100, benchmarks/split_k_gpu.py): run()
+# 16-30 us above a CUDA graph of the split module, about this constant, which stays
 SPLIT_SECONDS = 27e-6
 MIN_SPLIT_STEPS = 4              # K steps of BLOCK_K each split keeps, so its pipeline still fills
 MAX_SPLITS = 32

@@ -382,7 +382,7 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     # the wide key tiles were measured for OnlineSoftmax's masked walk (one resident tile, K and V per stage); a
     # streamed walk may keep two resident tiles (dQ's Q and dO), over the shared memory at 128 x 128 x 3 stages
     sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits, depth,
-                                    online_kind and walk_is_masked(shape.subs, loop), online_kind)
+                                    online_kind and walk_is_masked(shape.subs, loop), online=online_kind)
     rows, columns, plan.num_warps, plan.num_stages = sizes
     streamed = [r for loops, r in shape.subs if contraction_operands(r.block) is not None
                 and loop_kind(loop, r) == SPATIAL and any(l.same_as(loop) for l in loops)]
@@ -396,9 +396,10 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)
-        if fewer < rows:  # the same elements per tile, wider: fewer, longer steps hide more latency
+        if fewer < rows and element_bytes(dtype) <= 2:  # the same elements per tile, wider: longer steps hide more
             columns = min(columns * rows // fewer, tile_sizes.next_power_of_two(static_int(loop.extent) or columns))
-            rows, plan.num_stages = fewer, 3
+            plan.num_stages = 3
+        rows = fewer   # 4-byte operands keep their key tiles: twice as wide at 3 stages overflow shared memory
     plan.tiles[_key(loop)] = TileChoice(axis_name(loop), columns, False)
     walks = "an online softmax: tiles of {}, rescaled sums" if online_kind else "a streamed contraction: tiles of {}"
     plan.notes.append(f"loop {loop.loop_var.name} walks {walks.format(columns)}; {rows} rows per program")
