@@ -64,7 +64,7 @@ from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, st
 from tir_passes.infra.pass_util import with_root_block
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.passes.online_split_sizes import OnlineRow, online_splits
-from tir_passes.passes.tile_sizes import PIPELINE_STAGES, online_sizes, rows_filling_the_gpu
+from tir_passes.passes.tile_sizes import PIPELINE_STAGES, key_tiles_widen, online_sizes, rows_filling_the_gpu
 
 
 class _Refused(Exception):
@@ -133,13 +133,13 @@ def _splits(spec: GpuSpec, func, stmt, shared: list, loop: tirx.For) -> tuple[in
     rows, columns, _, stages = online_sizes(spec, dtype, extents[-1], row, bool(dots), spec.limits, depth, False)
     programs = math.prod(extents[:-1]) * -(-extents[-1] // rows)
     chunked = OnlineRow(programs, rows, row, *row_bytes, in_flight=0.0,  # the dots' flops: 2 × depth a key
-                        dot_flops=2 * row_bytes[0] // element_bytes(dtype) if dots else 0,
+                        dot_flops=2 * depth if dots else 0,
                         dot_tflops=spec.dot_tflops(dtype, "ieee") if dots else None)
     chunked = dataclasses.replace(chunked, in_flight=max(1, stages - 1) * columns * _per_key(chunked))
     whole = chunked
     if dots:  # unsplit, Tiling gives a contraction's rows fewer per program to fill one wave, wider key tiles
         fewer = rows_filling_the_gpu(rows, extents[-1], math.prod(extents[:-1]), spec)
-        wide = min(columns * rows // fewer, next_power_of_two(row)) if element_bytes(dtype) <= 2 else columns
+        wide = min(columns * rows // fewer, next_power_of_two(row)) if key_tiles_widen(dtype) else columns
         whole = dataclasses.replace(chunked, rows=fewer, programs=math.prod(extents[:-1]) * -(-extents[-1] // fewer))
         whole = dataclasses.replace(whole, in_flight=(PIPELINE_STAGES - 1) * wide * _per_key(whole))
     price = online_splits(spec, whole, chunked)

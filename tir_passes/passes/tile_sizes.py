@@ -302,6 +302,13 @@ def _wide_fp32_tiles_fit(spec: GpuSpec, dtype: str, depth: int | None) -> bool:
     return (128 + 2 * 2 * 64) * depth * element_bytes(dtype) <= spec.shared_memory_per_block
 
 
+def key_tiles_widen(dtype: str) -> bool:
+    """Whether a walk whose rows Tiling halves to fill the GPU takes key tiles as much wider (the same
+    elements a tile, 3 stages): 16-bit operands only; 4-byte ones at twice the keys and 3 stages
+    overflow shared memory (fp32 attention b1 h8 s1024 d128: 64 × 128 keys, 426 KB)."""
+    return element_bytes(dtype) <= 2
+
+
 def rows_filling_the_gpu(rows: int, rows_extent: int, other_programs: int, spec: GpuSpec) -> int:
     """Fewer rows per program (halving, down to tl.dot's minimum) while twice the programs still
     fit in one wave, one per multiprocessor: softmax(Q·Kᵀ) over 4096 rows would be 32 programs of
