@@ -110,6 +110,14 @@ def _last_call(launches: list[dict]) -> list[dict]:
     return list(last.values())
 
 
+def _our_kernels(case: dict) -> str:
+    """ncu's -k regex of the module's kernels (each name a prefix: its `_tma` variant too), from the model's
+    entry in the manifest; the program's name where there is none (it need not prefix the kernels'
+    names: the fp32 attention case's program is attention_fp32_high, its kernel attention_kernel0)."""
+    kernels = (case.get("model") or {}).get("kernels")
+    return "regex:^(" + "|".join(sorted(kernels)) + ")" if kernels else "regex:" + case["program"]
+
+
 def run(folder: str, out: str, names: list[str]) -> dict:
     import suite
     import suite_torch
@@ -118,7 +126,7 @@ def run(folder: str, out: str, names: list[str]) -> dict:
     results = {}
     for name in names:
         case = cases[name]
-        entry = {"ours": _profile(folder, name, "ours", "regex:" + case["program"])}
+        entry = {"ours": _profile(folder, name, "ours", _our_kernels(case))}
         for peer in suite_torch.peers(case["program"], "cuda"):
             if peer in PEER_KERNELS:
                 entry[peer] = _profile(folder, name, peer, PEER_KERNELS[peer])
@@ -135,18 +143,18 @@ def _cell(value, digits=0) -> str:
 
 
 def table(results: dict) -> str:
-    lines = ["| case | who | kernel | µs | DRAM % | SM % | occupancy % | issue % | tensor pipe % | regs | grid | top stalls (cycles per issue) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| case | who | kernel | µs | DRAM % | L2 % | SM % | occupancy % | issue % | tensor pipe % | regs | grid | top stalls (cycles per issue) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, entry in results.items():
         for who, launches in entry.items():
             for launch in launches:
                 if "error" in launch:
-                    lines.append(f"| {name} | {who} | profile failed: {launch['error'][:80]} | | | | | | | | | |")
+                    lines.append(f"| {name} | {who} | profile failed: {launch['error'][:80]} | | | | | | | | | | |")
                     continue
                 tensor = max(launch.get("gmma_pct") or 0.0, launch.get("hmma_pct") or 0.0)
                 stalls = ", ".join(f"{s} {v:.1f}" for v, s in launch["stalls"])
                 lines.append(f"| {name} | {who} | `{launch['kernel'][:40]}` | {_cell(launch['time_us'], 1)} | "
-                             f"{_cell(launch['dram_pct'])} | {_cell(launch['sm_pct'])} | {_cell(launch['occupancy_pct'])} | "
+                             f"{_cell(launch['dram_pct'])} | {_cell(launch.get('l2_pct'))} | {_cell(launch['sm_pct'])} | {_cell(launch['occupancy_pct'])} | "
                              f"{_cell(launch['issue_pct'])} | {_cell(tensor)} | {_cell(launch['registers'])} | "
                              f"{_cell(launch['grid'])} | {stalls} |")
     return "\n".join(lines) + "\n"
