@@ -126,3 +126,24 @@ def test_the_replay_probe_times_a_module_with_scratch_buffers_on_both_paths(tmp_
     row = replay_host.host_times(path, calls=20)
     assert row["kernels"] == 2 and row["scratch"] == 2 and row["replayable"]
     assert 0 < row["replayed_us"] and 0 < row["full_path_us"]
+
+
+def test_the_gluon_gemm_probes_kernels_compile_for_sm_90():
+    """benchmarks/gluon_gemm_kernels.py on this Triton (CI's; the GPU image's 3.6 takes the old TMA
+    names): the persistent kernel and the warp-specialized ping-pong, each with fp32 C over a K×N B and
+    fp16 C over an N×K B, within shared memory; the ping-pong hands registers between its partitions."""
+    from triton_codegen.environment import compiled_mode_environment
+
+    script = ("import json, sys\n"
+              f"sys.path[:0] = [{ROOT!r}, {os.path.join(ROOT, 'benchmarks')!r}]\n"
+              "import gluon_gemm_gpu\n"
+              "print(json.dumps(gluon_gemm_gpu.aot('90', '0,2')))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env=compiled_mode_environment())
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [(row["variant"].split()[0], row["out"], row["b_nk"]) for row in rows] == [
+        ("persistent", "fp32", False), ("persistent", "fp16", True), ("pingpong", "fp32", False),
+        ("pingpong", "fp16", True)]
+    assert all(0 < row["shared"] <= 232_448 and row["wgmma"] for row in rows), rows
+    assert all(row["setmaxnreg"] for row in rows if row["variant"].startswith("pingpong")), rows
