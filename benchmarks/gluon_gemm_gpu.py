@@ -27,6 +27,8 @@ VARIANTS = (
     {"kernel": "pingpong", "BM": 128, "BN": 64, "BK": 64, "STAGES": 4, "GROUP_M": 8, "registers": (232, 40)},
 )
 SUITE_CASE = "matmul_fp16_3000x5000x1000"
+SHARED_LIMIT = 232_448 - 1024   # sm_90's shared memory a block, less what the driver reserves for it
+EPILOGUE_SLICES = 4             # gemm_persistent stores its accumulator in this many column slices
 
 
 def fits(variant: dict, out_bytes: int) -> bool:
@@ -34,8 +36,8 @@ def fits(variant: dict, out_bytes: int) -> bool:
     kernel's two epilogue slices."""
     stage = (variant["BM"] + variant["BN"]) * variant["BK"] * 2
     if variant["kernel"] == "pingpong":
-        return 2 * variant["STAGES"] * stage <= 232_448 - 1024
-    return variant["STAGES"] * stage + 2 * variant["BM"] * variant["BN"] // 4 * out_bytes <= 232_448 - 1024
+        return 2 * variant["STAGES"] * stage <= SHARED_LIMIT
+    return variant["STAGES"] * stage + 2 * variant["BM"] * variant["BN"] // EPILOGUE_SLICES * out_bytes <= SHARED_LIMIT
 
 
 def label(variant: dict) -> str:
@@ -44,11 +46,12 @@ def label(variant: dict) -> str:
 
 
 def _layouts(variant: dict, a_dtype, c_dtype, b_nk: bool):
+    """Block shapes and NVMMA shared layouts of the A, B and C descriptors (C: one epilogue slice)."""
     from triton.experimental.gluon import language as gl
 
     bm, bn, bk = variant["BM"], variant["BN"], variant["BK"]
     b_block = [bn, bk] if b_nk else [bk, bn]
-    c_block = [bm, bn // 4]
+    c_block = [bm, bn // EPILOGUE_SLICES]
     return ([bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], a_dtype), b_block,
             gl.NVMMASharedLayout.get_default_for(b_block, a_dtype), c_block,
             gl.NVMMASharedLayout.get_default_for(c_block, c_dtype))
@@ -122,10 +125,13 @@ def aot(arch: str = "90", which: str = "") -> list[dict]:
 
 
 def _relative_error(out, reference) -> float:
+    """‖out − reference‖ / ‖reference‖, in float64."""
     return float((out.double() - reference).norm() / reference.norm())
 
 
 def _time(log: RowLog, row: dict, fn, flops: float) -> None:
+    """`fn` through Python (ours builds its host descriptors each call) and as a CUDA graph's replay;
+    the rate from the replay where it could be captured."""
     us, graph = bench_us(fn), graph_us(fn)
     rate = flops / (graph if isinstance(graph, float) else us) / 1e6
     log.emit(dict(row, us=round(us, 2), graph_us=round(graph, 2) if isinstance(graph, float) else graph,
@@ -133,6 +139,7 @@ def _time(log: RowLog, row: dict, fn, flops: float) -> None:
 
 
 def _time_peers(log: RowLog, case: str, a, b, flops: float) -> None:
+    """cuBLAS writing fp16 and writing fp32."""
     import torch
 
     _time(log, {"case": case, "who": "cuBLAS, fp16 C"}, lambda: torch.matmul(a, b), flops)
@@ -140,6 +147,7 @@ def _time_peers(log: RowLog, case: str, a, b, flops: float) -> None:
 
 
 def _time_variants(log: RowLog, case: str, a, b, b_nk: bool, reference, flops: float) -> None:
+    """Every variant that fits, with fp32 and fp16 C, checked against `reference` before it is timed."""
     import torch
 
     for c_dtype in (torch.float32, torch.float16):
@@ -159,6 +167,7 @@ def _time_variants(log: RowLog, case: str, a, b, b_nk: bool, reference, flops: f
 
 
 def _time_suite_module(log: RowLog, suite_dir: str) -> None:
+    """The suite's generated module for 3000×5000×1000 through its run(), where SUITE_DIR has it."""
     import torch
 
     path = os.path.join(suite_dir, f"{SUITE_CASE}.py")
@@ -175,6 +184,7 @@ def _time_suite_module(log: RowLog, suite_dir: str) -> None:
 
 
 def run(out: str, suite_dir: str | None = None) -> None:
+    """Every case: the peers, then the variants; the suite's module last. Rows written to `out` as measured."""
     import torch
     import triton
 

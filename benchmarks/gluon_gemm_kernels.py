@@ -28,7 +28,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
-EPILOGUE_SLICES = 4      # gemm_persistent writes its accumulator in this many column slices
 
 
 @gluon.jit
@@ -102,9 +101,11 @@ def _persistent_step_load(step, steps, k_steps, num_m, num_n, a_desc, b_desc, a_
 @gluon.jit
 def gemm_persistent(a_desc, b_desc, c_desc, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_NK: gl.constexpr, num_warps: gl.constexpr):
+    """C through `c_desc` (blocks of BM × BN/4): one program an SM, its tiles' K steps one sequence."""
+    gl.static_assert(STAGES >= 2, "a stage is refilled only after the wgmma before the current one")
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BN, 16])
-    SLICE: gl.constexpr = BN // 4
+    SLICE: gl.constexpr = BN // 4   # the epilogue below stores four column slices
     a_stages = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
     b_stages = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     c_buffers = gl.allocate_shared_memory(c_desc.dtype, [2, BM, SLICE], c_desc.layout)
@@ -194,6 +195,9 @@ def _pingpong_consumer(CONSUMER: gl.constexpr, c_ptr, stride_cm, a_stages, b_sta
 def gemm_pingpong(a_desc, b_desc, c_ptr, stride_cm, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_NK: gl.constexpr, CONSUMER_REGISTERS: gl.constexpr,
                   PRODUCER_REGISTERS: gl.constexpr):
+    """C through pointers, row stride `stride_cm`: two rings of STAGES stages, one per consumer, launched
+    with num_warps=4 (the first consumer; the other consumer and the producer are worker partitions)."""
+    gl.static_assert(STAGES >= 2, "a consumer releases a stage only after the wgmma after it was issued")
     a_stages = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES, BM, BK], a_desc.layout)
     b_stages = gl.allocate_shared_memory(b_desc.dtype, [2 * STAGES] + b_desc.block_type.shape, b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [2 * STAGES, 1], mbarrier.MBarrierLayout())
@@ -209,6 +213,9 @@ def gemm_pingpong(a_desc, b_desc, c_ptr, stride_cm, M, N, K, BM: gl.constexpr, B
         (_pingpong_producer, (a_desc, b_desc, a_stages, b_stages, ready, empty, M, N, K, BM, BN, BK, STAGES, GROUP_M,
                               B_NK)),
     ], [4, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])
+    for i in gl.static_range(2 * STAGES):
+        mbarrier.invalidate(ready.index(i))
+        mbarrier.invalidate(empty.index(i))
 
 
 def programs(tiles: int, multiprocessors: int) -> tuple[int]:
@@ -217,4 +224,5 @@ def programs(tiles: int, multiprocessors: int) -> tuple[int]:
 
 
 def tiles_of(m: int, n: int, bm: int, bn: int) -> int:
+    """Output tiles of an m × n product at bm × bn."""
     return triton.cdiv(m, bm) * triton.cdiv(n, bn)

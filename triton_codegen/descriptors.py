@@ -38,7 +38,12 @@ an H200: the pointer kernel for a loop of independent contractions (2026-11-30: 
 contraction reads another one's result (attention's P·V reads Q·Kᵀ: 2026-12-01, b4h32s4096d128
 fp16, descriptors 4-20% faster: 2186 vs 2255 µs, causal 1234 vs 1321). Such a loop keeps a
 whole dot result live in registers beside the accumulator; the copy engine spares it the
-pointer tiles and their address arithmetic. The hardware model does not price the two (it
+pointer tiles and their address arithmetic. Not where that loop's dots are TF32 (fp32 operands):
+fp32 attention b4h32s4096d128 under TF32 ran its pointer kernel 5-7% faster in every suite run
+that timed both, on the H200 (2026-12-02, five runs: 13566-13692 µs against 14477-14584) and on an
+H100 at two tile configs (2026-12-07, six runs: 13248-13430 against 14029-14142, then 9283-9332
+against 9742-9776): pointers there. Nothing else was measured (fp32 dots in IEEE precision, 8-bit
+operands), so they keep the 16-bit rule. The hardware model does not price the two (it
 models neither the address arithmetic nor the register pressure): a measured rule, not a price.
 
 Host-side descriptors rather than tl.make_tensor_descriptor: device-side ones need a global
@@ -105,7 +110,7 @@ def plan_descriptors(kernel: TileKernel) -> DescriptorPlan | None:
     if any(why in LOADED_TILE_ORDER_PINS for _, _, why in kernel.pins):
         return None
     dtypes = {buf.name: buf.dtype for buf in kernel.buffers}
-    chained = _chained_contraction(kernel.body)
+    chained = _chained_loop(kernel.body)
     stores_on_pointers = chained is None and bool(_nodes(kernel.body, Dot)) and \
         gemm_price.CONTRACTION_OUTPUT_STORE == POINTERS
     accesses = _in_program_order(kernel.body)
@@ -130,21 +135,30 @@ def plan_descriptors(kernel: TileKernel) -> DescriptorPlan | None:
                         for index, (buffer, names) in enumerate(wanted))
     if chained is None:
         return DescriptorPlan(kernel.name, descriptors, stores=POINTERS if stores_on_pointers else DESCRIPTORS)
+    if _all_tf32(chained):
+        return DescriptorPlan(kernel.name, descriptors, POINTERS,
+                              f"loop {chained.var}: its chained contractions are TF32 (measured: pointers faster)")
     return DescriptorPlan(kernel.name, descriptors, DESCRIPTORS,
-                          f"loop {chained}: a contraction reads another's result (measured: descriptors faster)")
+                          f"loop {chained.var}: a contraction reads another's result (measured: descriptors faster)")
 
 
-def _chained_contraction(body: tuple) -> str | None:
-    """The first loop (by variable) whose body has a tl.dot reading, through registers assigned in
-    that body, the result of another tl.dot of it."""
+def _chained_loop(body: tuple) -> Loop | None:
+    """The first loop whose body has a tl.dot reading, through registers assigned in that body, the
+    result of another tl.dot of it."""
     for stmt in body:
         if isinstance(stmt, Loop):
             if _chains(stmt.body):
-                return stmt.var
-            inner = _chained_contraction(stmt.body)
+                return stmt
+            inner = _chained_loop(stmt.body)
             if inner is not None:
                 return inner
     return None
+
+
+def _all_tf32(loop: Loop) -> bool:
+    """Every tl.dot of the loop multiplies fp32 operands rounded to TF32 (the lowering casts both
+    operands of a dot to one type, so its precision says what both are)."""
+    return all(dot.precision == "tf32" for dot in _nodes(loop.body, Dot))
 
 
 def _chains(body: tuple) -> bool:

@@ -254,6 +254,21 @@ def test_a_loop_whose_contraction_reads_another_keeps_descriptors_where_tiles_di
     assert plan_descriptors(matmul_kernel).divided == "pointers"
 
 
+def test_a_chained_loop_of_tf32_dots_runs_pointers_where_tiles_divide():
+    """fp32 attention under TF32 (two head sizes): its key loop chains two dots like fp16 attention's,
+    but there the pointer kernel measured 5-7% faster (docs/hopper-loads.md); in IEEE precision, not
+    measured, the loop keeps the 16-bit rule."""
+    for head in (16, 32):
+        program = compile(make_attention(1, 2, 64, head, dtype="float32"), verify=False,
+                          float32_matmul_precision="high").program
+        [kernel] = with_tile_accesses(program).kernels
+        plan = plan_descriptors(kernel)
+        assert plan.divided == "pointers" and "TF32" in plan.why, plan
+    program = compile(make_attention(1, 2, 64, 16, dtype="float32"), verify=False).program
+    [kernel] = with_tile_accesses(program).kernels
+    assert plan_descriptors(kernel).divided == "descriptors"
+
+
 def test_rows_that_start_inside_16_bytes_stay_on_pointers():
     """`A[i, j + 1]` in fp32 starts its rows 4 bytes in: a TMA copy there faults on the H200."""
 
