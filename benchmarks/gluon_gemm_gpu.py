@@ -15,7 +15,7 @@ GPU alone); every output checked against float64 first.
 import os
 import sys
 
-from probe_common import RowLog, bench_us, failure, graph_us, load_module
+from probe_common import RowLog, bench_us, failure, graph_us, load_module, on_path
 
 CASES = ((3000, 5000, 1000, False), (4096, 4096, 4096, False), (8192, 11008, 4096, True))
 VARIANTS = (
@@ -27,17 +27,19 @@ VARIANTS = (
     {"kernel": "pingpong", "BM": 128, "BN": 64, "BK": 64, "STAGES": 4, "GROUP_M": 8, "registers": (232, 40)},
 )
 SUITE_CASE = "matmul_fp16_3000x5000x1000"
-SHARED_LIMIT = 232_448 - 1024   # sm_90's shared memory a block, less what the driver reserves for it
 EPILOGUE_SLICES = 4             # gemm_persistent stores its accumulator in this many column slices
 
 
 def fits(variant: dict, out_bytes: int) -> bool:
-    """Shared memory within the sm_90 limit (232,448 bytes): operand stages, and the persistent
+    """Shared memory within a Hopper program's (gpu_specs): operand stages, and the persistent
     kernel's two epilogue slices."""
+    from tir_passes.contracts.gpu_specs import gpu_spec
+
+    limit = gpu_spec("H100").shared_memory_per_block
     stage = (variant["BM"] + variant["BN"]) * variant["BK"] * 2
     if variant["kernel"] == "pingpong":
-        return 2 * variant["STAGES"] * stage <= SHARED_LIMIT
-    return variant["STAGES"] * stage + 2 * variant["BM"] * variant["BN"] // EPILOGUE_SLICES * out_bytes <= SHARED_LIMIT
+        return 2 * variant["STAGES"] * stage <= limit
+    return variant["STAGES"] * stage + 2 * variant["BM"] * variant["BN"] // EPILOGUE_SLICES * out_bytes <= limit
 
 
 def label(variant: dict) -> str:
@@ -205,6 +207,7 @@ def run(out: str, suite_dir: str | None = None) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    on_path()
     if sys.argv[1] == "aot":
         aot(*sys.argv[2:])
     else:

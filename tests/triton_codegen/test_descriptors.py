@@ -269,6 +269,18 @@ def test_a_chained_loop_of_tf32_dots_runs_pointers_where_tiles_divide():
     assert plan_descriptors(kernel).divided == "descriptors"
 
 
+
+def test_the_tf32_rule_holds_for_causal_attention_however_its_mask_is_written():
+    """The same causal program written with its mask as a block or inline in the scores' expression."""
+    from attention_causal import make_causal_attention
+    from attention_forms import make_attention_inline_mask
+
+    for make in (make_causal_attention, make_attention_inline_mask):
+        program = compile(make(1, 2, 64, 16, dtype="float32"), verify=False, float32_matmul_precision="high").program
+        [kernel] = with_tile_accesses(program).kernels
+        assert plan_descriptors(kernel).divided == "pointers", make.__name__
+
+
 def test_rows_that_start_inside_16_bytes_stay_on_pointers():
     """`A[i, j + 1]` in fp32 starts its rows 4 bytes in: a TMA copy there faults on the H200."""
 

@@ -396,10 +396,10 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     others = [static_int(l.extent) for l in shape.shared[:-1]]
     if contraction and rows_extent is not None and None not in others:
         fewer = tile_sizes.rows_filling_the_gpu(rows, rows_extent, math.prod(others), spec)
-        widen = fewer < rows and tile_sizes.key_tiles_widen(dtype)
-        columns = min(columns * rows // fewer, tile_sizes.next_power_of_two(static_int(loop.extent) or columns)) \
-            if widen else columns
-        rows, plan.num_stages = fewer, 3 if widen else plan.num_stages
+        if fewer < rows and tile_sizes.key_tiles_widen(dtype):  # the same elements a tile: fewer, longer steps
+            columns = min(columns * rows // fewer, tile_sizes.next_power_of_two(static_int(loop.extent) or columns))
+            plan.num_stages = 3
+        rows = fewer
     plan.tiles[_key(loop)] = TileChoice(axis_name(loop), columns, False)
     walks = "an online softmax: tiles of {}, rescaled sums" if online_kind else "a streamed contraction: tiles of {}"
     plan.notes.append(f"loop {loop.loop_var.name} walks {walks.format(columns)}; {rows} rows per program")
