@@ -15,7 +15,7 @@ GPU alone); every output checked against float64 first.
 import os
 import sys
 
-from probe_common import RowLog, bench_us, failure, graph_us, load_module, on_path
+from probe_common import RowLog, emit_timed, failure, launch_registers, load_module, on_path
 
 CASES = ((3000, 5000, 1000, False), (4096, 4096, 4096, False), (8192, 11008, 4096, True))
 VARIANTS = (
@@ -81,7 +81,7 @@ def launch(variant: dict, a, b, c, b_nk: bool) -> None:
         kernels.gemm_persistent[grid](a_desc, b_desc, c_desc, m, n, k, *shape, num_warps=variant["num_warps"])
     else:
         kernels.gemm_pingpong[grid](a_desc, b_desc, c, c.stride(0), m, n, k, *shape, *variant["registers"],
-                                    num_warps=4)
+                                    num_warps=4, maxnreg=kernels.pingpong_maxnreg(*variant["registers"]))
 
 
 def aot(arch: str = "90", which: str = "") -> list[dict]:
@@ -102,6 +102,7 @@ def aot(arch: str = "90", which: str = "") -> list[dict]:
             if not fits(variant, 4 if out == "fp32" else 2):
                 continue
             c_dtype = gl.float32 if out == "fp32" else gl.float16
+            options = {}
             a_block, a_layout, b_block, b_layout, c_block, c_layout = _layouts(variant, gl.float16, c_dtype, b_nk)
             signature = {"a_desc": f"tensordesc<fp16{a_block},{a_layout!r}>",
                          "b_desc": f"tensordesc<fp16{b_block},{b_layout!r}>"}
@@ -113,14 +114,17 @@ def aot(arch: str = "90", which: str = "") -> list[dict]:
                 constants["num_warps"] = warps
             else:
                 kernel, warps = kernels.gemm_pingpong, 4
+                options["maxnreg"] = kernels.pingpong_maxnreg(*variant["registers"])
                 signature.update(c_ptr=f"*{out}", stride_cm="i32")
                 constants.update(CONSUMER_REGISTERS=variant["registers"][0], PRODUCER_REGISTERS=variant["registers"][1])
             signature.update(M="i32", N="i32", K="i32")
+            options["num_warps"] = warps
             compiled = triton.compile(GluonASTSource(kernel, signature, constants), target=GPUTarget("cuda", int(arch), 32),
-                                      options={"num_warps": warps})
+                                      options=options)
             ptx = compiled.asm["ptx"]
             rows.append({"variant": label(variant), "out": out, "b_nk": b_nk, "shared": compiled.metadata.shared,
                          "wgmma": ptx.count("wgmma.mma_async"), "setmaxnreg": ptx.count("setmaxnreg"),
+                         "maxnreg": launch_registers(ptx),
                          "triton": triton.__version__})
             print(rows[-1], flush=True)
     return rows
@@ -131,21 +135,12 @@ def _relative_error(out, reference) -> float:
     return float((out.double() - reference).norm() / reference.norm())
 
 
-def _time(log: RowLog, row: dict, fn, flops: float) -> None:
-    """`fn` through Python (ours builds its host descriptors each call) and as a CUDA graph's replay;
-    the rate from the replay where it could be captured."""
-    us, graph = bench_us(fn), graph_us(fn)
-    rate = flops / (graph if isinstance(graph, float) else us) / 1e6
-    log.emit(dict(row, us=round(us, 2), graph_us=round(graph, 2) if isinstance(graph, float) else graph,
-                  tflops=round(rate, 1)))
-
-
 def _time_peers(log: RowLog, case: str, a, b, flops: float) -> None:
     """cuBLAS writing fp16 and writing fp32."""
     import torch
 
-    _time(log, {"case": case, "who": "cuBLAS, fp16 C"}, lambda: torch.matmul(a, b), flops)
-    _time(log, {"case": case, "who": "cuBLAS, fp32 C"}, lambda: torch.mm(a, b, out_dtype=torch.float32), flops)
+    emit_timed(log, {"case": case, "who": "cuBLAS, fp16 C"}, lambda: torch.matmul(a, b), flops)
+    emit_timed(log, {"case": case, "who": "cuBLAS, fp32 C"}, lambda: torch.mm(a, b, out_dtype=torch.float32), flops)
 
 
 def _time_variants(log: RowLog, case: str, a, b, b_nk: bool, reference, flops: float) -> None:
@@ -163,7 +158,7 @@ def _time_variants(log: RowLog, case: str, a, b, b_nk: bool, reference, flops: f
                 launch(variant, a, b, c, b_nk)
                 torch.cuda.synchronize()
                 row["error"] = _relative_error(c, reference)
-                _time(log, row, lambda v=variant: launch(v, a, b, c, b_nk), flops)
+                emit_timed(log, row, lambda v=variant: launch(v, a, b, c, b_nk), flops)
             except Exception as err:  # noqa: BLE001 - reported in the row, the rest goes on
                 log.emit(dict(row, failed=failure(err, 300)))
 
@@ -182,7 +177,7 @@ def _time_suite_module(log: RowLog, suite_dir: str) -> None:
     module.run(a, b, c)
     row = {"case": "3000x5000x1000", "who": f"ours ({SUITE_CASE}.py run()), float32 C",
            "error": _relative_error(c, a.double() @ b.double())}
-    _time(log, row, lambda: module.run(a, b, c), 2.0 * 3000 * 5000 * 1000)
+    emit_timed(log, row, lambda: module.run(a, b, c), 2.0 * 3000 * 5000 * 1000)
 
 
 def run(out: str, suite_dir: str | None = None) -> None:

@@ -218,6 +218,16 @@ def gemm_pingpong(a_desc, b_desc, c_ptr, stride_cm, M, N, K, BM: gl.constexpr, B
         mbarrier.invalidate(empty.index(i))
 
 
+PINGPONG_WARPGROUPS = 3        # two consumers and the producer's warp, which takes a warpgroup's registers
+
+
+def pingpong_maxnreg(consumer_registers: int, producer_registers: int) -> int:
+    """The launch's registers a thread (`maxnreg`) that setmaxnreg redistributes: every warpgroup starts
+    at it, so it is the partitions' mean; left at its default (256) the launch would ask for more than
+    an SM's 65536."""
+    return (2 * consumer_registers + producer_registers) // PINGPONG_WARPGROUPS // 8 * 8
+
+
 def programs(tiles: int, multiprocessors: int) -> tuple[int]:
     """The persistent grid: one program an SM, at most one a tile."""
     return (min(tiles, multiprocessors),)

@@ -94,6 +94,21 @@ def graph_us(fn, rep: int = 25, warmup: int = 5) -> float | str:
         return str(err)[:100]
 
 
+def emit_timed(log: "RowLog", row: dict, fn, flops: float) -> None:
+    """`row` with `fn` timed through Python's launch (`us`) and as a CUDA graph's replay (`graph_us`,
+    the GPU alone) and its rate from the replay where it could be captured, emitted to `log`."""
+    us, graph = bench_us(fn), graph_us(fn)
+    rate = flops / (graph if isinstance(graph, float) else us) / 1e6
+    log.emit(dict(row, us=round(us, 2), graph_us=round(graph, 2) if isinstance(graph, float) else graph,
+                  tflops=round(rate, 1)))
+
+
+def launch_registers(ptx: str) -> int | None:
+    """A kernel's `.maxnreg` bound (the registers each thread is launched with), None where it has none."""
+    found = re.search(r"^\.maxnreg (\d+)", ptx, flags=re.M)
+    return int(found.group(1)) if found else None
+
+
 class _StubKernel:
     """A kernel that launches nothing: a module's host work timed alone on the CPU."""
 

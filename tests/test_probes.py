@@ -147,3 +147,27 @@ def test_the_gluon_gemm_probes_kernels_compile_for_sm_90():
         ("pingpong", "fp16", True)]
     assert all(0 < row["shared"] <= 232_448 and row["wgmma"] for row in rows), rows
     assert all(row["setmaxnreg"] for row in rows if row["variant"].startswith("pingpong")), rows
+    # launched at the partitions' mean, which fits an SM's 65536 registers across its 12 warps
+    assert [row["maxnreg"] for row in rows] == [None, None, 168, 168], rows
+
+
+def test_the_gluon_attention_probes_kernels_compile_for_sm_90():
+    """benchmarks/gluon_attention_kernels.py on this Triton: the in-order consumers and the overlapped
+    ones taking turns, non-causal and causal, within shared memory, every warpgroup's registers
+    handed out by setmaxnreg from a launch that fits an SM (12 warps at 168)."""
+    from triton_codegen.environment import compiled_mode_environment
+
+    script = ("import json, sys\n"
+              f"sys.path[:0] = [{ROOT!r}, {os.path.join(ROOT, 'benchmarks')!r}]\n"
+              "import gluon_attention_gpu\n"
+              "print(json.dumps(gluon_attention_gpu.aot('90', '0,2')))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env=compiled_mode_environment())
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [(row["variant"], row["causal"]) for row in rows] == [
+        ("in order 128x128 2 stages", False), ("in order 128x128 2 stages", True),
+        ("overlapped, ping-pong 128x128 2 stages", False), ("overlapped, ping-pong 128x128 2 stages", True)]
+    assert all(0 < row["shared"] <= 232_448 and row["setmaxnreg"] and row["maxnreg"] == 168 for row in rows), rows
+    # the overlapped consumer issues S_j and P_{j-1}·V_{j-1} in one step: twice the in-order's wgmma sites
+    assert rows[2]["wgmma"] == 2 * rows[0]["wgmma"] > 0, rows
