@@ -16,7 +16,7 @@ import math
 import os
 import sys
 
-from probe_common import RowLog, emit_timed, failure, launch_registers, load_module, on_path
+from probe_common import RowLog, emit_timed, failure, launch_registers, load_module, on_path, wgmma_serialized
 
 SHAPE = (4, 32, 4096, 128)
 VARIANTS = (
@@ -83,8 +83,8 @@ def launch(variant: dict, q, k, v, o, causal: bool) -> None:
 
 def aot(arch: str = "90", which: str = "") -> list[dict]:
     """The variants (all, or those at the comma-separated indices `which`) compiled for sm_`arch` on
-    this machine's Triton, fp16, non-causal and causal: shared bytes and the PTX's wgmma and setmaxnreg
-    counts."""
+    this machine's Triton, fp16, non-causal and causal: shared bytes, the PTX's wgmma and setmaxnreg
+    counts, its launch registers, whether ptxas serializes its wgmmas."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
@@ -111,7 +111,7 @@ def aot(arch: str = "90", which: str = "") -> list[dict]:
             ptx = compiled.asm["ptx"]
             rows.append({"variant": label(variant), "causal": causal, "shared": compiled.metadata.shared,
                          "wgmma": ptx.count("wgmma.mma_async"), "setmaxnreg": ptx.count("setmaxnreg"),
-                         "maxnreg": launch_registers(ptx),
+                         "maxnreg": launch_registers(ptx), "wgmma_serialized": wgmma_serialized(ptx, arch),
                          "triton": triton.__version__})
             print(rows[-1], flush=True)
     return rows

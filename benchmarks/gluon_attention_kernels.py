@@ -125,22 +125,36 @@ def _store_output(o_ptr, acc, l_i, first_row, HALF: gl.constexpr, HEAD: gl.const
     gl.store(o_ptr + rows[:, None] * HEAD + columns[None, :], out.to(o_ptr.dtype.element_ty))
 
 
+@gluon.constexpr_function
+def _accumulator_layout(columns):
+    """A 4-warp warpgroup's wgmma accumulator of `columns` columns (one instruction spans them all)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, columns, 16])
+
+
+@gluon.jit
+def _consumer_state(block, CONSUMER: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, HEAD: gl.constexpr,
+                    S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr):
+    """A consumer's rows (their query indices), running max and sum, zero output, and the zero tile
+    its score dots start from."""
+    HALF: gl.constexpr = BM // 2
+    rows = block * BM + CONSUMER * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, S_LAYOUT))
+    m_i = gl.full([HALF], float("-inf"), gl.float32, gl.SliceLayout(1, S_LAYOUT))
+    l_i = gl.zeros([HALF], gl.float32, gl.SliceLayout(1, S_LAYOUT))
+    return (rows, m_i, l_i, gl.zeros([HALF, HEAD], gl.float32, O_LAYOUT),
+            gl.zeros([HALF, BN], gl.float32, S_LAYOUT))
+
+
 @gluon.jit
 def _consumer_in_order(CONSUMER: gl.constexpr, o_ptr, q_halves, k_stages, v_stages, q_ready, k_ready, v_ready,
                        k_empty, v_empty, seq, qk_scale, BM: gl.constexpr, BN: gl.constexpr, HEAD: gl.constexpr,
                        STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """Rows CONSUMER·BM/2 … of the block: per key tile S, softmax, P·V, each dot waited on at once."""
     HALF: gl.constexpr = BM // 2
-    S_LAYOUT: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
-    O_LAYOUT: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD, 16])
+    S_LAYOUT: gl.constexpr = _accumulator_layout(BN)
+    O_LAYOUT: gl.constexpr = _accumulator_layout(HEAD)
     P_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
     block = _query_block(gl.program_id(0), gl.num_programs(0), CAUSAL)
-    rows = block * BM + CONSUMER * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, S_LAYOUT))
-    m_i = gl.full([HALF], float("-inf"), gl.float32, gl.SliceLayout(1, S_LAYOUT))
-    l_i = gl.zeros([HALF], gl.float32, gl.SliceLayout(1, S_LAYOUT))
-    acc = gl.zeros([HALF, HEAD], gl.float32, O_LAYOUT)
-    no_scores = gl.zeros([HALF, BN], gl.float32, S_LAYOUT)
+    rows, m_i, l_i, acc, no_scores = _consumer_state(block, CONSUMER, BM, BN, HEAD, S_LAYOUT, O_LAYOUT)
     q = q_halves.index(CONSUMER)
     mbarrier.wait(q_ready, 0)
     for j in range(_key_tiles(block, seq, BM, BN, CAUSAL)):
@@ -171,16 +185,11 @@ def _consumer_overlapped(CONSUMER: gl.constexpr, o_ptr, q_halves, k_stages, v_st
     dot is in flight; O is rescaled once it lands. With PINGPONG the two consumers issue their dots in
     turns (`_take_turn`)."""
     HALF: gl.constexpr = BM // 2
-    S_LAYOUT: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
-    O_LAYOUT: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD, 16])
+    S_LAYOUT: gl.constexpr = _accumulator_layout(BN)
+    O_LAYOUT: gl.constexpr = _accumulator_layout(HEAD)
     P_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
     block = _query_block(gl.program_id(0), gl.num_programs(0), CAUSAL)
-    rows = block * BM + CONSUMER * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, S_LAYOUT))
-    m_i = gl.full([HALF], float("-inf"), gl.float32, gl.SliceLayout(1, S_LAYOUT))
-    l_i = gl.zeros([HALF], gl.float32, gl.SliceLayout(1, S_LAYOUT))
-    acc = gl.zeros([HALF, HEAD], gl.float32, O_LAYOUT)
-    no_scores = gl.zeros([HALF, BN], gl.float32, S_LAYOUT)
+    rows, m_i, l_i, acc, no_scores = _consumer_state(block, CONSUMER, BM, BN, HEAD, S_LAYOUT, O_LAYOUT)
     q = q_halves.index(CONSUMER)
     tiles = _key_tiles(block, seq, BM, BN, CAUSAL)
     mbarrier.wait(q_ready, 0)

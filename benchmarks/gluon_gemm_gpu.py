@@ -15,7 +15,7 @@ GPU alone); every output checked against float64 first.
 import os
 import sys
 
-from probe_common import RowLog, emit_timed, failure, launch_registers, load_module, on_path
+from probe_common import RowLog, emit_timed, failure, launch_registers, load_module, on_path, wgmma_serialized
 
 CASES = ((3000, 5000, 1000, False), (4096, 4096, 4096, False), (8192, 11008, 4096, True))
 VARIANTS = (
@@ -87,7 +87,8 @@ def launch(variant: dict, a, b, c, b_nk: bool) -> None:
 def aot(arch: str = "90", which: str = "") -> list[dict]:
     """The variants (all, or those at the comma-separated indices `which`) compiled for sm_`arch` on
     this machine's Triton, fp16 operands, fp32 C with B stored K×N and fp16 C with B stored N×K:
-    shared bytes and the PTX's wgmma and setmaxnreg counts."""
+    shared bytes, the PTX's wgmma and setmaxnreg counts, its launch registers, whether ptxas serializes
+    its wgmmas."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
@@ -124,7 +125,7 @@ def aot(arch: str = "90", which: str = "") -> list[dict]:
             ptx = compiled.asm["ptx"]
             rows.append({"variant": label(variant), "out": out, "b_nk": b_nk, "shared": compiled.metadata.shared,
                          "wgmma": ptx.count("wgmma.mma_async"), "setmaxnreg": ptx.count("setmaxnreg"),
-                         "maxnreg": launch_registers(ptx),
+                         "maxnreg": launch_registers(ptx), "wgmma_serialized": wgmma_serialized(ptx, arch),
                          "triton": triton.__version__})
             print(rows[-1], flush=True)
     return rows

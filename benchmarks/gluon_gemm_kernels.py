@@ -163,6 +163,24 @@ def _pingpong_producer(a_desc, b_desc, a_stages, b_stages, ready, empty, M, N, K
 
 
 @gluon.jit
+def _store_tile(c_ptr, stride_cm, acc, row, column, M, N, BM: gl.constexpr, BN: gl.constexpr, ACC: gl.constexpr):
+    """The accumulator into C[row:, column:] through masked pointer stores: fp32 from its own layout;
+    16-bit through a row-major blocked one. Converted in the accumulator's layout, 16-bit stores had
+    ptxas serialize the consumer's wgmmas (C7514: the conversion's reads of the accumulator land
+    inside the next tile's wgmma stage); converted in the blocked layout, fp32 would spill."""
+    if c_ptr.dtype.element_ty == gl.float32:
+        layout: gl.constexpr = ACC
+        out = acc
+    else:
+        layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+        out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), layout)
+    rows = row + gl.arange(0, BM, layout=gl.SliceLayout(1, layout))
+    columns = column + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
+    inside = (rows[:, None] < M) & (columns[None, :] < N)
+    gl.store(c_ptr + rows[:, None] * stride_cm + columns[None, :], out, mask=inside)
+
+
+@gluon.jit
 def _pingpong_consumer(CONSUMER: gl.constexpr, c_ptr, stride_cm, a_stages, b_stages, ready, empty, M, N, K,
                        BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                        GROUP_M: gl.constexpr, B_NK: gl.constexpr):
@@ -185,10 +203,7 @@ def _pingpong_consumer(CONSUMER: gl.constexpr, c_ptr, stride_cm, a_stages, b_sta
             previous = slot
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(empty.index(previous), count=1)
-        rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, ACC))
-        columns = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, ACC))
-        inside = (rows[:, None] < M) & (columns[None, :] < N)
-        gl.store(c_ptr + rows[:, None] * stride_cm + columns[None, :], acc.to(c_ptr.dtype.element_ty), mask=inside)
+        _store_tile(c_ptr, stride_cm, acc, pid_m * BM, pid_n * BN, M, N, BM, BN, ACC)
 
 
 @gluon.jit

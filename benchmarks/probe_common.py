@@ -109,6 +109,25 @@ def launch_registers(ptx: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def wgmma_serialized(ptx: str, arch: str) -> bool:
+    """Whether ptxas (the one Triton ships) serializes the kernel's asynchronous wgmmas (its C7514
+    note: an instruction that is not a wgmma touches an accumulator inside a wgmma stage), which
+    undoes the overlap a Hopper schedule is written for. Compiled again here with -v to read its notes,
+    by the ptxas Triton picks for the architecture (3.9 takes its newer one from sm_90 up)."""
+    import subprocess
+
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    ptxas = get_ptxas(int(arch)).path
+    with tempfile.TemporaryDirectory() as folder:
+        source = os.path.join(folder, "kernel.ptx")
+        with open(source, "w") as handle:
+            handle.write(ptx)
+        done = subprocess.run([ptxas, f"-arch=sm_{arch}a", "-v", source, "-o", os.path.join(folder, "kernel.cubin")],
+                              capture_output=True, text=True, check=True)
+    return "C7514" in done.stdout + done.stderr
+
+
 class _StubKernel:
     """A kernel that launches nothing: a module's host work timed alone on the CPU."""
 

@@ -128,20 +128,26 @@ def test_the_replay_probe_times_a_module_with_scratch_buffers_on_both_paths(tmp_
     assert 0 < row["replayed_us"] and 0 < row["full_path_us"]
 
 
-def test_the_gluon_gemm_probes_kernels_compile_for_sm_90():
-    """benchmarks/gluon_gemm_kernels.py on this Triton (CI's; the GPU image's 3.6 takes the old TMA
-    names): the persistent kernel and the warp-specialized ping-pong, each with fp32 C over a K×N B and
-    fp16 C over an N×K B, within shared memory; the ping-pong hands registers between its partitions."""
+def _gluon_probe_rows(probe: str, variants: str) -> list[dict]:
+    """benchmarks/`probe`.py's `aot` rows for these variants, compiled for sm_90 in a fresh Python
+    with compiled mode's environment (no interpreter)."""
     from triton_codegen.environment import compiled_mode_environment
 
     script = ("import json, sys\n"
               f"sys.path[:0] = [{ROOT!r}, {os.path.join(ROOT, 'benchmarks')!r}]\n"
-              "import gluon_gemm_gpu\n"
-              "print(json.dumps(gluon_gemm_gpu.aot('90', '0,2')))\n")
+              f"import {probe}\n"
+              f"print(json.dumps({probe}.aot('90', {variants!r})))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                           env=compiled_mode_environment())
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_gluon_gemm_probes_kernels_compile_for_sm_90():
+    """benchmarks/gluon_gemm_kernels.py on this Triton (CI's; the GPU image's 3.6 takes the old TMA
+    names): the persistent kernel and the warp-specialized ping-pong, each with fp32 C over a K×N B and
+    fp16 C over an N×K B, within shared memory; the ping-pong hands registers between its partitions."""
+    rows = _gluon_probe_rows("gluon_gemm_gpu", "0,2")
     assert [(row["variant"].split()[0], row["out"], row["b_nk"]) for row in rows] == [
         ("persistent", "fp32", False), ("persistent", "fp16", True), ("pingpong", "fp32", False),
         ("pingpong", "fp16", True)]
@@ -149,25 +155,19 @@ def test_the_gluon_gemm_probes_kernels_compile_for_sm_90():
     assert all(row["setmaxnreg"] for row in rows if row["variant"].startswith("pingpong")), rows
     # launched at the partitions' mean, which fits an SM's 65536 registers across its 12 warps
     assert [row["maxnreg"] for row in rows] == [None, None, 168, 168], rows
+    # asynchronous as written: ptxas serializes no wgmma (it did for the ping-pong's fp16 stores)
+    assert not any(row["wgmma_serialized"] for row in rows), rows
 
 
 def test_the_gluon_attention_probes_kernels_compile_for_sm_90():
     """benchmarks/gluon_attention_kernels.py on this Triton: the in-order consumers and the overlapped
     ones taking turns, non-causal and causal, within shared memory, every warpgroup's registers
     handed out by setmaxnreg from a launch that fits an SM (12 warps at 168)."""
-    from triton_codegen.environment import compiled_mode_environment
-
-    script = ("import json, sys\n"
-              f"sys.path[:0] = [{ROOT!r}, {os.path.join(ROOT, 'benchmarks')!r}]\n"
-              "import gluon_attention_gpu\n"
-              "print(json.dumps(gluon_attention_gpu.aot('90', '0,2')))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                          env=compiled_mode_environment())
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    rows = _gluon_probe_rows("gluon_attention_gpu", "0,2")
     assert [(row["variant"], row["causal"]) for row in rows] == [
         ("in order 128x128 2 stages", False), ("in order 128x128 2 stages", True),
         ("overlapped, ping-pong 128x128 2 stages", False), ("overlapped, ping-pong 128x128 2 stages", True)]
     assert all(0 < row["shared"] <= 232_448 and row["setmaxnreg"] and row["maxnreg"] == 168 for row in rows), rows
+    assert not any(row["wgmma_serialized"] for row in rows), rows
     # the overlapped consumer issues S_j and P_{j-1}·V_{j-1} in one step: twice the in-order's wgmma sites
     assert rows[2]["wgmma"] == 2 * rows[0]["wgmma"] > 0, rows
