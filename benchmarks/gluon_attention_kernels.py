@@ -79,8 +79,8 @@ def _pass_turn(turns, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 def _producer(q_desc, k_desc, v_desc, q_halves, k_stages, v_stages, q_ready, k_ready, v_ready, k_empty, v_empty, seq,
               BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """Q's halves, then K and V of each key tile into stage j % STAGES once both consumers freed it."""
-    block = _query_block(gl.program_id(0), gl.num_programs(0), CAUSAL)
-    first_row = gl.program_id(1) * seq
+    block = _query_block(gl.program_id(1), gl.num_programs(1), CAUSAL)
+    first_row = gl.program_id(0) * seq
     mbarrier.expect(q_ready, 2 * q_desc.block_type.nbytes)
     _tma_load(q_desc, [first_row + block * BM, 0], q_ready, q_halves.index(0))
     _tma_load(q_desc, [first_row + block * BM + BM // 2, 0], q_ready, q_halves.index(1))
@@ -153,7 +153,7 @@ def _consumer_in_order(CONSUMER: gl.constexpr, o_ptr, q_halves, k_stages, v_stag
     S_LAYOUT: gl.constexpr = _accumulator_layout(BN)
     O_LAYOUT: gl.constexpr = _accumulator_layout(HEAD)
     P_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
-    block = _query_block(gl.program_id(0), gl.num_programs(0), CAUSAL)
+    block = _query_block(gl.program_id(1), gl.num_programs(1), CAUSAL)
     rows, m_i, l_i, acc, no_scores = _consumer_state(block, CONSUMER, BM, BN, HEAD, S_LAYOUT, O_LAYOUT)
     q = q_halves.index(CONSUMER)
     mbarrier.wait(q_ready, 0)
@@ -174,7 +174,7 @@ def _consumer_in_order(CONSUMER: gl.constexpr, o_ptr, q_halves, k_stages, v_stag
         acc = warpgroup_mma(p_operand, v, acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(acc, v))[0]
         mbarrier.arrive(v_empty.index(slot), count=1)
-    _store_output(o_ptr, acc, l_i, gl.program_id(1) * seq + block * BM + CONSUMER * HALF, HALF, HEAD, O_LAYOUT)
+    _store_output(o_ptr, acc, l_i, gl.program_id(0) * seq + block * BM + CONSUMER * HALF, HALF, HEAD, O_LAYOUT)
 
 
 @gluon.jit
@@ -188,7 +188,7 @@ def _consumer_overlapped(CONSUMER: gl.constexpr, o_ptr, q_halves, k_stages, v_st
     S_LAYOUT: gl.constexpr = _accumulator_layout(BN)
     O_LAYOUT: gl.constexpr = _accumulator_layout(HEAD)
     P_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
-    block = _query_block(gl.program_id(0), gl.num_programs(0), CAUSAL)
+    block = _query_block(gl.program_id(1), gl.num_programs(1), CAUSAL)
     rows, m_i, l_i, acc, no_scores = _consumer_state(block, CONSUMER, BM, BN, HEAD, S_LAYOUT, O_LAYOUT)
     q = q_halves.index(CONSUMER)
     tiles = _key_tiles(block, seq, BM, BN, CAUSAL)
@@ -227,14 +227,14 @@ def _consumer_overlapped(CONSUMER: gl.constexpr, o_ptr, q_halves, k_stages, v_st
     _pass_turn(turns, CONSUMER, PINGPONG)
     acc = warpgroup_mma_wait(0, deps=(acc, v_stages.index(last)))[0]
     mbarrier.arrive(v_empty.index(last), count=1)
-    _store_output(o_ptr, acc, l_i, gl.program_id(1) * seq + block * BM + CONSUMER * HALF, HALF, HEAD, O_LAYOUT)
+    _store_output(o_ptr, acc, l_i, gl.program_id(0) * seq + block * BM + CONSUMER * HALF, HALF, HEAD, O_LAYOUT)
 
 
 @gluon.jit
 def attention_forward(q_desc, k_desc, v_desc, o_ptr, seq, qk_scale, BM: gl.constexpr, BN: gl.constexpr,
                       HEAD: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
                       PINGPONG: gl.constexpr, CONSUMER_REGISTERS: gl.constexpr, PRODUCER_REGISTERS: gl.constexpr):
-    """Grid (S / BM, B·H), num_warps=4 (the first consumer; the second and the producer are workers),
+    """Grid (B·H, S / BM), num_warps=4 (the first consumer; the second and the producer are workers),
     maxnreg from `maxnreg`. qk_scale is the softmax scale times log2 e."""
     q_halves = gl.allocate_shared_memory(q_desc.dtype, [2, BM // 2, HEAD], q_desc.layout)
     k_stages = gl.allocate_shared_memory(k_desc.dtype, [STAGES, BN, HEAD], k_desc.layout)
@@ -282,5 +282,6 @@ def attention_forward(q_desc, k_desc, v_desc, o_ptr, seq, qk_scale, BM: gl.const
 
 
 def grid(seq: int, batch_heads: int, bm: int) -> tuple[int, int]:
-    """One program per BM query rows of each (batch, head)."""
-    return (triton.cdiv(seq, bm), batch_heads)
+    """One program per BM query rows of each (batch, head), the heads along the first axis so that
+    programs launch block row by block row (all heads' longest causal walks first)."""
+    return (batch_heads, triton.cdiv(seq, bm))
