@@ -29,7 +29,6 @@ import tvm
 from tvm import tirx
 
 from tir_passes.errors import UnsupportedConstructError
-from tir_passes.analyses.nest import conjuncts
 
 from lowering.ops import BINARY_INTRINSICS, UNARY_INTRINSICS, fold
 from tir_passes.infra.dtypes import DTYPES
@@ -136,6 +135,10 @@ def _is_const(expr: Expr, value) -> bool:
     return isinstance(expr, Const) and not expr.dims and not isinstance(expr.value, bool) and expr.value == value
 
 
+def _is_bool_const(expr: Expr, value: bool) -> bool:
+    return _scalar_const(expr) and expr.dtype == "bool" and bool(expr.value) == value
+
+
 def _scalar_const(expr: Expr) -> bool:
     return isinstance(expr, Const) and not expr.dims
 
@@ -159,6 +162,12 @@ def fold_binary(op: str, a: Expr, b: Expr, dtype: str, dims: tuple[str, ...]) ->
         return a
     if op == "*" and integral and (_is_const(a, 0) or _is_const(b, 0)):
         return Const(0, dtype)
+    if op in ("and", "or"):   # a Python `and` in TVMScript leaves `T.And(T.bool(True), c)`: c
+        identity = op == "and"
+        if _is_bool_const(a, identity) and b.dtype == dtype:
+            return b
+        if _is_bool_const(b, identity) and a.dtype == dtype:
+            return a
     return Binary(op, a, b, dtype, dims)
 
 
@@ -312,26 +321,42 @@ def _call(ctx, expr, guards) -> Expr:
 
 
 def decided_condition(ctx, cond_tir):
-    """`cond_tir` with the conjuncts the context decides (a window's interior tiles: their masks
-    hold everywhere) dropped; a Python bool when that decides it all; else the TIR condition."""
+    """`cond_tir` with what the context decides (a window's interior tiles: the masks' bounds on
+    j - i hold or fail everywhere there) folded away: a Python bool when that decides it all, else
+    the TIR condition with its decided parts dropped. Masks compose their bounds with `and`, `or`
+    and `not` (a sliding window written `j > i or i - j >= W`, or as what it keeps), and constant
+    parts (`T.And(T.bool(True), ...)` from a Python `and`) fold too."""
     decide = getattr(ctx, "interior", None)
     if decide is None:
         return cond_tir
-    whole = decide(cond_tir)
+    return _decided(decide, cond_tir)
+
+
+def _decided(decide, cond):
+    """`cond` under `decide` (condition -> True/False/None), through And, Or and Not."""
+    if isinstance(cond, tirx.IntImm):
+        return bool(cond.value)
+    whole = decide(cond)
     if whole is not None:
         return whole
-    parts = conjuncts(cond_tir)
-    kept = [c for c in parts if decide(c) is not True]
-    if any(decide(c) is False for c in parts):
-        return False
-    if not kept:
-        return True
-    if len(kept) == len(parts):
-        return cond_tir
-    result = kept[0]
-    for extra in kept[1:]:
-        result = tirx.And(result, extra)
-    return result
+    if isinstance(cond, (tirx.And, tirx.Or)):
+        return _decided_pair(type(cond), _decided(decide, cond.a), _decided(decide, cond.b), cond)
+    if isinstance(cond, tirx.Not):
+        inner = _decided(decide, cond.a)
+        return (not inner) if isinstance(inner, bool) else (cond if inner.same_as(cond.a) else tirx.Not(inner))
+    return cond
+
+
+def _decided_pair(kind, a, b, cond):
+    """An And or Or of two decided parts (each a bool or what is left of it)."""
+    absorbing = kind is tirx.Or      # True absorbs an or, False an and; the other value drops out
+    if a is absorbing or b is absorbing:
+        return absorbing
+    if a is (not absorbing):
+        return b
+    if b is (not absorbing):
+        return a
+    return cond if a.same_as(cond.a) and b.same_as(cond.b) else kind(a, b)
 
 
 def _if_then_else(ctx, expr, guards) -> Expr:

@@ -79,6 +79,66 @@ def make_banded_attention(S: int, D: int, low: int, high: int, fill: float = flo
     return banded
 
 
+def make_masked_window_attention(S: int, D: int, low: int, high: int, form: str):
+    """banded attention's window (i + low <= j <= i + high) written as what it masks, the way users
+    write sliding windows: `form` "or" (`j < i + low or j > i + high` takes -inf), "not" (the
+    keep-condition `not (...)` of that), "constant_and" (`j > i + high or (WINDOWED and j < i + low)`
+    with a Python constant, which TVMScript leaves as `T.And(T.bool(True), ...)`)."""
+    windowed = True
+
+    @T.prim_func(s_tir=True)
+    def masked_window(Q: T.Buffer((S, D), "float16"), K: T.Buffer((S, D), "float16"),
+                      V: T.Buffer((S, D), "float16"), O: T.Buffer((S, D), "float16")):
+        scores = T.sblock_alloc_buffer((S, S), "float32")
+        row_max = T.sblock_alloc_buffer((S,), "float32")
+        weights = T.sblock_alloc_buffer((S, S), "float32")
+        row_sum = T.sblock_alloc_buffer((S,), "float32")
+        acc = T.sblock_alloc_buffer((S, D), "float32")
+        for i, j, d in T.grid(S, S, D):
+            with T.sblock("scores"):
+                vi, vj, vd = T.axis.remap("SSR", [i, j, d])
+                with T.init():
+                    scores[vi, vj] = T.float32(0)
+                scores[vi, vj] = scores[vi, vj] + T.Cast("float32", Q[vi, vd]) * T.Cast("float32", K[vj, vd])
+        for i, j in T.grid(S, S):
+            with T.sblock("row_max"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    row_max[vi] = T.float32(float("-inf"))
+                if form == "or":
+                    row_max[vi] = T.max(row_max[vi], T.if_then_else(vj < vi + low or vj > vi + high,
+                                                                    T.float32(float("-inf")), scores[vi, vj]))
+                elif form == "not":
+                    row_max[vi] = T.max(row_max[vi], T.if_then_else(not (vj < vi + low or vj > vi + high),
+                                                                    scores[vi, vj], T.float32(float("-inf"))))
+                else:
+                    row_max[vi] = T.max(row_max[vi], T.if_then_else(vj > vi + high or (windowed and vj < vi + low),
+                                                                    T.float32(float("-inf")), scores[vi, vj]))
+        for i, j in T.grid(S, S):
+            with T.sblock("weights"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                weights[vi, vj] = T.if_then_else(vj < vi + low or vj > vi + high, T.float32(0),
+                                                 T.exp(scores[vi, vj] - row_max[vi]))
+        for i, j in T.grid(S, S):
+            with T.sblock("row_sum"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    row_sum[vi] = T.float32(0)
+                row_sum[vi] = row_sum[vi] + weights[vi, vj]
+        for i, d, j in T.grid(S, D, S):
+            with T.sblock("weighted_sum"):
+                vi, vd, vj = T.axis.remap("SSR", [i, d, j])
+                with T.init():
+                    acc[vi, vd] = T.float32(0)
+                acc[vi, vd] = acc[vi, vd] + T.Cast("float32", T.Cast("float16", weights[vi, vj])) * T.Cast("float32", V[vj, vd])
+        for i, d in T.grid(S, D):
+            with T.sblock("normalize"):
+                vi, vd = T.axis.remap("SS", [i, d])
+                O[vi, vd] = T.Cast("float16", acc[vi, vd] / row_sum[vi])
+
+    return masked_window
+
+
 def _windows(func) -> list[TileWindow]:
     found = []
     tvm_ffi.structural_walk(func.body, (tirx.For, lambda loop: found.append(loop_tile(loop))))
@@ -123,6 +183,30 @@ def test_banded_attention_visits_only_its_window(name):
     assert _windows(kernel.tir["main"]) == [window]
     assert "for j_0 in range(" in kernel.source and "j_0_stop = " in kernel.source
     assert ("j_0_first = " in kernel.source) == (window.low is not None)   # a lower bound is named
+    _check_every_block_size(kernel, func)
+
+
+def _interior_loop(source: str) -> str:
+    """The first kernel's loop over the tiles inside the window (its lines), "" where it has none."""
+    start = source.find("for j_0 in range(j_0_inside, j_0_past):")
+    return "" if start < 0 else source[start:source.find("for j_0 in range(j_0_past", start)]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("form", ["or", "not", "constant_and"])
+def test_a_window_written_as_what_it_masks_walks_its_interior_unmasked(form):
+    """A sliding window written by its masked side (or, not, a Python constant's `and`): the same
+    window and the same three walks as the keep-form, the tiles inside it for every row lowered with
+    no mask (the masks' bounds decided through and/or/not), and TVM's result at every block size."""
+    low, high = -40, 0
+    func = make_masked_window_attention(77, 16, low, high, form)
+    kernel = compile_and_check(func, aot=form == "or")
+    assert _windows(kernel.tir["main"]) == [TileWindow("i", low, high)]
+    interior = _interior_loop(kernel.source)
+    assert "tl.dot(" in interior and "no window mask" in kernel.source
+    assert "i[:, None]" not in interior and "tl.where(True" not in kernel.source, interior
+    keeps = compile(make_banded_attention(77, 16, low, high), verify=False)
+    assert _interior_loop(keeps.source).count("tl.where(") == interior.count("tl.where(")
     _check_every_block_size(kernel, func)
 
 

@@ -227,9 +227,10 @@ def _tile_problems(analyzer: sym.Analyzer, loop: tirx.For, tile: LoopTile, enclo
 
 
 def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, outer) -> list[str]:
-    """The block's predicate never lets the split axis run past the tile's extent: each conjunct
-    `outer * size + inner < E` implies `< extent` (the kernel masks at the extent and with every
-    conjunct, so a stricter one, a user's `j < 2`, is masked too)."""
+    """The block's predicate never lets the split axis run past the tile's extent: its conjuncts
+    `outer * size + inner < E`, together, imply `< extent` (the kernel masks at the extent and with
+    every conjunct, so a stricter one, a user's `j < 2`, is masked too; with a symbolic extent a
+    user's `i < 5` does not imply `i < n` alone, and Tiling keeps both)."""
     tails = [
         c for c in conjuncts(realize.predicate) if isinstance(c, tirx.LT) and analyzer.can_prove_equal(c.a, position)
     ]
@@ -241,14 +242,16 @@ def _tail_problems(analyzer, name, realize, loop, position, tile: LoopTile, oute
             f"{name}: block {realize.block.name_hint} has no tail predicate, but the extent {tile.extent} "
             "leaves part of the last tile out"
         ]
-    for tail in tails:
-        with analyzer.constraint_scope(tail):
-            within = analyzer.can_prove(inside, PROOF)
-        if not within:  # a stricter conjunct (the user's `j < 2`) is a condition the kernel masks with too
-            return [
-                f"{name}: block {realize.block.name_hint}'s predicate `{tail}` lets iterations past "
-                f"`{position} < {tile.extent}` run (the extent the kernel masks at)"
-            ]
+    together = tails[0]
+    for tail in tails[1:]:
+        together = tirx.And(together, tail)
+    with analyzer.constraint_scope(together):
+        within = analyzer.can_prove(inside, PROOF)
+    if not within:
+        return [
+            f"{name}: block {realize.block.name_hint}'s predicate `{together}` lets iterations past "
+            f"`{position} < {tile.extent}` run (the extent the kernel masks at)"
+        ]
     return []
 
 
