@@ -327,6 +327,14 @@ def contraction_operands(block: s_tir.SBlock) -> tuple[Operand, Operand] | None:
     return a, b
 
 
+def batched_along(realize: s_tir.SBlockRealize, loop: tirx.For) -> bool:
+    """Whether both operands of a contraction block vary along `loop`: a batch axis of the product
+    (decode attention's heads, each with its own keys), which no tl.dot takes as its M or N."""
+    iv = bound_iter_var(realize, loop.loop_var)
+    operands = contraction_operands(realize.block)
+    return iv is not None and operands is not None and all(iv.var.name in side.var_names for side in operands)
+
+
 def operands_dtype(a: Operand, b: Operand) -> str:
     """The dtype both operands of a tl.dot take: the wider one (widening is exact)."""
     return a.dtype if a.dtype == b.dtype else "float32"

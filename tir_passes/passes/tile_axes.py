@@ -4,7 +4,8 @@ Loops of different sub-nests that index the same axis of the same buffer with wh
 the same columns: they take one tile axis, so each buffer tile is loaded once and the lowering's registers line
 up (LayerNorm's statistics and its normalize over one row tile; attention backward's dO for dP = dO·Vᵀ and for
 dV += P·dO). A loop around several blocks is tiled by the first of them; the buffer axes the others index with
-it are covered by that tile too (`share_whole_tile`).
+it are covered by that tile too (`share_whole_tile`). And how deep a fused nest's contractions are
+(`contraction_depth`: attention's head dimension), which Tiling's online tiles are sized by.
 Assumes: the realizes of one fused nest, their loops keyed as Tiling keys them.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from tir_passes.analyses.nest import block_accesses
+from tir_passes.analyses.nest import block_accesses, contraction_operands
 from tir_passes.infra.pass_util import static_int
 from tir_passes.passes.tiling_types import TileChoice
 
@@ -45,3 +46,14 @@ def share_whole_tile(shared_axes: dict, choice: TileChoice, realize, loop: tirx.
     if choice.whole:
         for key in indexed_axes(realize, loop):
             shared_axes.setdefault((static_int(loop.extent), key), choice.axis)
+
+
+def contraction_depth(subs, walk: tirx.For, shared, under_walk: bool = False) -> int | None:
+    """The largest extent of a contraction block's loop that is neither the online `walk` nor a shared
+    (program id) loop: attention's head dimension. `under_walk`: of the blocks `walk` encloses only,
+    what a batched walk's products span a key (decode attention's head dimension, not the second
+    pass's walk over the keys again). None where no contraction has one."""
+    depth = max((static_int(loop.extent) or 0 for loops, realize in subs if contraction_operands(realize.block)
+                 and (not under_walk or any(loop.same_as(walk) for loop in loops))
+                 for loop in loops if not loop.same_as(walk) and not any(loop.same_as(s) for s in shared)), default=0)
+    return depth or None

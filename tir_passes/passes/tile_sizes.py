@@ -254,14 +254,17 @@ def online_sizes(spec: GpuSpec, dtype: str, rows_extent: int | None, loop_extent
     the loop its running maximum walks. With a contraction (attention; `depth`: its other axis,
     the head dimension), tl.dot tiles, each at least tl.dot's minimum; without (a softmax whose
     rows are too long for one tile), a row-wise stream: wide column tiles and as many rows as a
-    program's element budget allows. `masked`: the walk selects on its position (a causal or
+    program's element budget allows; a batched contraction (no tl.dot: decode attention, its rows
+    the heads, each with its own keys) is such a stream whose products also span `depth`, so the
+    budget holds rows × columns × depth. `masked`: the walk selects on its position (a causal or
     windowed walk, analyses/masked_walk.py); only those take the wide key tiles. `online`: an
     online softmax's walk (one resident tile, the keys and values per stage), not a backward's
     streamed walk (two resident tiles)."""
     if not contraction:
-        columns = min(next_power_of_two(loop_extent or UNKNOWN_EXTENT), ROW_ELEMENTS_PER_PROGRAM)
-        rows = fused_rows(columns, rows_extent, False, limits)
-        return rows, columns, fused_warps(rows, columns), 2
+        per_column = next_power_of_two(depth) if depth else 1
+        columns = min(next_power_of_two(loop_extent or UNKNOWN_EXTENT), max(1, ROW_ELEMENTS_PER_PROGRAM // per_column))
+        rows = fused_rows(columns * per_column, rows_extent, False, limits)
+        return rows, columns, fused_warps(rows, columns * per_column), 2
     (rows, columns), warps, stages = ((128, 64) if element_bytes(dtype) <= 2 else (64, 32)), 4, 2
     if masked and _wide_key_tiles_fit(spec, dtype, depth):
         columns, warps, stages = 128, 8, PIPELINE_STAGES

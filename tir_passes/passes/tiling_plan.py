@@ -43,6 +43,7 @@ from tir_passes.analyses.nest import (
     REDUCE,
     SPATIAL,
     block_accesses,
+    batched_along,
     block_sites,
     bound_iter_var,
     contraction_operands,
@@ -57,6 +58,7 @@ from tir_passes.analyses.nest import (
 )
 from tir_passes.infra.dtypes import element_bytes
 from tir_passes.infra.names import python_name
+from tir_passes.passes.tile_axes import contraction_depth
 from tir_passes.passes.tiling_pins import pin
 from tir_passes.passes.tiling_types import KernelPlan, TileChoice, _key
 from tir_passes.infra.pass_util import static_int
@@ -359,11 +361,10 @@ def _online_loop(shape: FusedShape, blocked, streaming: frozenset[str] = frozens
     if not reduce_loops or _key(reduce_loops[0]) in blocked or not streamed:
         return None
     loop = reduce_loops[0]
-    # a contraction folded along the loop (attention's weighted sum), or one computing its elements
-    # (the scores fused under it): either way the loop's tiles are tl.dot tiles
-    contraction = next((realize for loops, realize in shape.subs
-                        if contraction_operands(realize.block) is not None and any(l.same_as(loop) for l in loops)),
-                       None)
+    # a contraction folded along the loop (attention's weighted sum), or one computing its elements (the
+    # scores fused under it): its tiles are tl.dot tiles, unless both operands vary along the rows (decode)
+    contraction = next((realize for loops, realize in shape.subs if contraction_operands(realize.block) is not None
+                        and any(l.same_as(loop) for l in loops) and not batched_along(realize, shape.shared[-1])), None)
     dtype = operands_dtype(*contraction_operands(contraction.block)) if contraction is not None else \
         _store_dtype(online[0][1])
     return loop, dtype, contraction is not None
@@ -376,9 +377,7 @@ def _plan_online(spec: GpuSpec, shape: FusedShape, online: tuple[tirx.For, str, 
     rows_extent, loop_extent = static_int(shape.shared[-1].extent), static_int(loop.extent)
     if plan.deterministic:  # neither the extents nor the GPU's multiprocessors decide the tiles
         rows_extent = loop_extent = None
-    depth = max((static_int(l.extent) or 0 for loops, realize in shape.subs if contraction_operands(realize.block)
-                 for l in loops if not l.same_as(loop) and not any(l.same_as(s) for s in shape.shared)), default=0)
-    depth = None if plan.deterministic else depth or None   # nor does the GPU's shared memory
+    depth = None if plan.deterministic else contraction_depth(shape.subs, loop, shape.shared, not contraction)
     # the wide key tiles were measured for OnlineSoftmax's masked walk (one resident tile, K and V per stage); a
     # streamed walk may keep two resident tiles (dQ's Q and dO), over the shared memory at 128 x 128 x 3 stages
     sizes = tile_sizes.online_sizes(spec, dtype, rows_extent, loop_extent, contraction, spec.limits, depth,
