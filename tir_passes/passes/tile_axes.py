@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from tir_passes.analyses.nest import block_accesses, contraction_operands
+from tir_passes.analyses.nest import block_accesses, contraction_operands, contraction_term
 from tir_passes.infra.pass_util import static_int
 from tir_passes.passes.tiling_types import TileChoice
 
@@ -50,10 +50,15 @@ def share_whole_tile(shared_axes: dict, choice: TileChoice, realize, loop: tirx.
 
 def contraction_depth(subs, walk: tirx.For, shared, under_walk: bool = False) -> int | None:
     """The largest extent of a contraction block's loop that is neither the online `walk` nor a shared
-    (program id) loop: attention's head dimension. `under_walk`: of the blocks `walk` encloses only,
-    what a batched walk's products span a key (decode attention's head dimension, not the second
-    pass's walk over the keys again). None where no contraction has one."""
-    depth = max((static_int(loop.extent) or 0 for loops, realize in subs if contraction_operands(realize.block)
-                 and (not under_walk or any(loop.same_as(walk) for loop in loops))
+    (program id) loop: attention's head dimension. `under_walk`: that of the sums `walk` encloses
+    only, products of tl.dot operands or not: how many products a batched or matrix-vector walk
+    makes a key (decode attention's head dimension, its query with or without a unit axis), not
+    the second pass's walk over the keys again. None where no such loop has a static extent."""
+    def counted(loops, realize) -> bool:
+        if under_walk:
+            return contraction_term(realize.block) is not None and any(loop.same_as(walk) for loop in loops)
+        return contraction_operands(realize.block) is not None
+
+    depth = max((static_int(loop.extent) or 0 for loops, realize in subs if counted(loops, realize)
                  for loop in loops if not loop.same_as(walk) and not any(loop.same_as(s) for s in shared)), default=0)
     return depth or None

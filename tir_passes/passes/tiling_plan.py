@@ -346,7 +346,7 @@ def _online_loop(shape: FusedShape, blocked, streaming: frozenset[str] = frozens
                  ) -> tuple[tirx.For, str, bool] | None:
     """The loop an online nest's running maximum walks, when OnlineSoftmax's mark says it is
     streamed (stepped in tiles), or the reduction loop a block LoopFusion streamed a contraction into
-    reduces along; with the dtype of the sums' operands, and whether one is a contraction."""
+    reduces along; with the dtype of the sums' operands, and whether one is a tl.dot contraction."""
     online = [
         (loops, realize)
         for loops, realize in shape.subs
