@@ -20,10 +20,15 @@ from triton_codegen import check_against_tvm, compile
 from attention import make_attention
 
 
-def make_banded_attention(S: int, D: int, low: int, high: int, fill: float = float("-inf"), select: bool = False):
+def make_banded_attention(S: int, D: int, low: int, high: int, fill: float = float("-inf"), select: bool = False,
+                          form: str = "keeps"):
     """softmax over keys j with i + low <= j <= i + high (the rest `fill`, through T.Select with
-    `select`), times V."""
+    `select`), times V. `form`: the window as what it keeps ("keeps"), or as what it masks, the way
+    users write sliding windows: "or" (`j < i + low or j > i + high` takes `fill`), "not" (the
+    keep-condition `not (...)` of that), "constant_and" (`j > i + high or (WINDOWED and j < i + low)`
+    with a Python constant, which TVMScript leaves as `T.And(T.bool(True), ...)`)."""
     scale = 1.0 / D**0.5
+    windowed = True
 
     @T.prim_func(s_tir=True)
     def banded(Q: T.Buffer((S, D), "float16"), K: T.Buffer((S, D), "float16"), V: T.Buffer((S, D), "float16"),
@@ -46,6 +51,15 @@ def make_banded_attention(S: int, D: int, low: int, high: int, fill: float = flo
                 if select:
                     masked[vi, vj] = T.Select(vi + low <= vj and vj <= vi + high, scores[vi, vj] * T.float32(scale),
                                               T.float32(fill))
+                elif form == "or":
+                    masked[vi, vj] = T.if_then_else(vj < vi + low or vj > vi + high, T.float32(fill),
+                                                    scores[vi, vj] * T.float32(scale))
+                elif form == "not":
+                    masked[vi, vj] = T.if_then_else(not (vj < vi + low or vj > vi + high),
+                                                    scores[vi, vj] * T.float32(scale), T.float32(fill))
+                elif form == "constant_and":
+                    masked[vi, vj] = T.if_then_else(vj > vi + high or (windowed and vj < vi + low), T.float32(fill),
+                                                    scores[vi, vj] * T.float32(scale))
                 else:
                     masked[vi, vj] = T.if_then_else(vi + low <= vj and vj <= vi + high,
                                                     scores[vi, vj] * T.float32(scale), T.float32(fill))
@@ -77,66 +91,6 @@ def make_banded_attention(S: int, D: int, low: int, high: int, fill: float = flo
                 O[vi, vd] = T.Cast("float16", acc[vi, vd] / row_sum[vi])
 
     return banded
-
-
-def make_masked_window_attention(S: int, D: int, low: int, high: int, form: str):
-    """banded attention's window (i + low <= j <= i + high) written as what it masks, the way users
-    write sliding windows: `form` "or" (`j < i + low or j > i + high` takes -inf), "not" (the
-    keep-condition `not (...)` of that), "constant_and" (`j > i + high or (WINDOWED and j < i + low)`
-    with a Python constant, which TVMScript leaves as `T.And(T.bool(True), ...)`)."""
-    windowed = True
-
-    @T.prim_func(s_tir=True)
-    def masked_window(Q: T.Buffer((S, D), "float16"), K: T.Buffer((S, D), "float16"),
-                      V: T.Buffer((S, D), "float16"), O: T.Buffer((S, D), "float16")):
-        scores = T.sblock_alloc_buffer((S, S), "float32")
-        row_max = T.sblock_alloc_buffer((S,), "float32")
-        weights = T.sblock_alloc_buffer((S, S), "float32")
-        row_sum = T.sblock_alloc_buffer((S,), "float32")
-        acc = T.sblock_alloc_buffer((S, D), "float32")
-        for i, j, d in T.grid(S, S, D):
-            with T.sblock("scores"):
-                vi, vj, vd = T.axis.remap("SSR", [i, j, d])
-                with T.init():
-                    scores[vi, vj] = T.float32(0)
-                scores[vi, vj] = scores[vi, vj] + T.Cast("float32", Q[vi, vd]) * T.Cast("float32", K[vj, vd])
-        for i, j in T.grid(S, S):
-            with T.sblock("row_max"):
-                vi, vj = T.axis.remap("SR", [i, j])
-                with T.init():
-                    row_max[vi] = T.float32(float("-inf"))
-                if form == "or":
-                    row_max[vi] = T.max(row_max[vi], T.if_then_else(vj < vi + low or vj > vi + high,
-                                                                    T.float32(float("-inf")), scores[vi, vj]))
-                elif form == "not":
-                    row_max[vi] = T.max(row_max[vi], T.if_then_else(not (vj < vi + low or vj > vi + high),
-                                                                    scores[vi, vj], T.float32(float("-inf"))))
-                else:
-                    row_max[vi] = T.max(row_max[vi], T.if_then_else(vj > vi + high or (windowed and vj < vi + low),
-                                                                    T.float32(float("-inf")), scores[vi, vj]))
-        for i, j in T.grid(S, S):
-            with T.sblock("weights"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                weights[vi, vj] = T.if_then_else(vj < vi + low or vj > vi + high, T.float32(0),
-                                                 T.exp(scores[vi, vj] - row_max[vi]))
-        for i, j in T.grid(S, S):
-            with T.sblock("row_sum"):
-                vi, vj = T.axis.remap("SR", [i, j])
-                with T.init():
-                    row_sum[vi] = T.float32(0)
-                row_sum[vi] = row_sum[vi] + weights[vi, vj]
-        for i, d, j in T.grid(S, D, S):
-            with T.sblock("weighted_sum"):
-                vi, vd, vj = T.axis.remap("SSR", [i, d, j])
-                with T.init():
-                    acc[vi, vd] = T.float32(0)
-                acc[vi, vd] = acc[vi, vd] + T.Cast("float32", T.Cast("float16", weights[vi, vj])) * T.Cast("float32", V[vj, vd])
-        for i, d in T.grid(S, D):
-            with T.sblock("normalize"):
-                vi, vd = T.axis.remap("SS", [i, d])
-                O[vi, vd] = T.Cast("float16", acc[vi, vd] / row_sum[vi])
-
-    return masked_window
 
 
 def _windows(func) -> list[TileWindow]:
@@ -199,7 +153,7 @@ def test_a_window_written_as_what_it_masks_walks_its_interior_unmasked(form):
     window and the same three walks as the keep-form, the tiles inside it for every row lowered with
     no mask (the masks' bounds decided through and/or/not), and TVM's result at every block size."""
     low, high = -40, 0
-    func = make_masked_window_attention(77, 16, low, high, form)
+    func = make_banded_attention(77, 16, low, high, form=form)
     kernel = compile_and_check(func, aot=form == "or")
     assert _windows(kernel.tir["main"]) == [TileWindow("i", low, high)]
     interior = _interior_loop(kernel.source)
