@@ -20,6 +20,7 @@ class PassEntry:
 DEFAULT_ORDER = (
     PassEntry("HoistAllocations", "tir_passes.passes.hoist_allocations:HoistAllocations", False),
     PassEntry("ScalarTemporaries", "tir_passes.passes.scalar_temporaries:ScalarTemporaries", False),
+    PassEntry("CanonicalSplitAxes", "tir_passes.passes.canonical_split_axes:CanonicalSplitAxes", False),
     # the canonical forms (docs/canonical-forms.md): one way of writing each computation, before any decision
     PassEntry("CanonicalBlockOrder", "tir_passes.passes.canonical_block_order:CanonicalBlockOrder", False),
     PassEntry("CanonicalLoopOrder", "tir_passes.passes.canonical_loop_order:CanonicalLoopOrder", False),
@@ -28,6 +29,7 @@ DEFAULT_ORDER = (
     PassEntry("CanonicalConstants", "tir_passes.passes.canonical_constants:CanonicalConstants", False),
     PassEntry("CanonicalCasts", "tir_passes.passes.canonical_casts:CanonicalCasts", False),
     PassEntry("CanonicalUpdates", "tir_passes.passes.canonical_updates:CanonicalUpdates", False),
+    PassEntry("CanonicalInits", "tir_passes.passes.canonical_inits:CanonicalInits", False),
     PassEntry("CanonicalMasks", "tir_passes.passes.canonical_masks:CanonicalMasks", False),
     PassEntry("FactorOutOfSums", "tir_passes.passes.factor_out_of_sums:FactorOutOfSums", False),
     PassEntry("RowPartials", "tir_passes.passes.row_partials:RowPartials", True, True),

@@ -3,6 +3,7 @@
 Order, and why:
   HoistAllocations  T.alloc_buffer -> root allocations, so every later pass finds intermediates
   ScalarTemporaries  a buffer one block uses as a scratch scalar (an arg-max's `better[0]`) -> a let
+  CanonicalSplitAxes  an axis split by hand into two loops (`vko * 8 + vki`) is one loop again
   CanonicalBlockOrder  independent nests in the data flow's order (the canonical forms, docs/canonical-forms.md)
   CanonicalLoopOrder  the spatial loops of a nest in its output's axis order
   CanonicalReductionOrder  its reduction loops inside them, the one nearest a read's contiguous axis innermost
@@ -10,15 +11,14 @@ Order, and why:
   CanonicalConstants  x / 2^k as x * 2^-k (exact), so constant factors are products
   CanonicalCasts    casts that change no value dropped (x16 widened and rounded back is x16)
   CanonicalUpdates  a commutative self-update names the stored element first (X = t + X as X = X + t)
+  CanonicalInits    a reduction without T.init gets one (the fill nest before it, or op's identity)
   CanonicalMasks    masks as Select with -inf (negations undone, safe if_then_else as Select)
-  FactorOutOfSums   factors a sum's reduction does not vary leave it: weights normalized before
-                    P·V are normalized after it (the flash form), a scale inside Q·Kᵀ scales S
+  FactorOutOfSums   factors a sum's reduction does not vary leave it (P·V's 1/l, a scale inside Q·Kᵀ)
   RowPartials       row nests + column reductions of their rows (a norm's dW) -> one walk writing partials
   SplitReduction    a contraction whose M·N tiles leave the GPU idle -> partials over slices of its
                     reduction loop and their sum (split-K), where the model prices it; before fusion
   OnlineSoftmax     a max and the sums of exponentials that read it -> one loop with a running
-                    maximum (flash attention's form), where that pays; before LoopFusion, which
-                    then fuses the scores into that loop
+                    maximum (flash attention's form), where that pays; before LoopFusion
   LoopFusion        fewer kernels: inlines elementwise producers, moves them under the consumer's loops
   SplitOnlineRows   fused online rows that leave the GPU idle -> chunks' statistics, combined, readers apart
   ShareContractionLoops  sibling K loops of independent contractions (SwiGLU's) -> one, each a tl.dot

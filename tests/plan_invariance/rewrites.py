@@ -13,7 +13,8 @@ arrive in does not matter), its reduction loops reversed or rotated; the update'
 commuted (`C = t + C`) and a contraction's factors commuted (updates.py); where a contraction's
 operands are widened (casts.py: a round trip, the cast on the product, the cast inside a padding
 selection, the widening as a stage of its own); two independent neighbouring nests swapped; an
-elementwise intermediate inlined into its readers. Each preserves the result exactly, except the
+elementwise intermediate inlined into its readers; a reduction's T.init as a fill nest before it and a
+reduction loop split by hand into two (starts.py). Each preserves the result exactly, except the
 masked constant, which preserves it for every row that keeps an unmasked element, and the
 reordered float sums, whose additions move as a tiled reduction moves them
 (docs/canonical-forms.md).
@@ -30,6 +31,7 @@ import tvm
 from .text import IDENT as _IDENT
 from .casts import cast_inside_selection, cast_on_product, operand_cast_as_stage, operand_cast_round_trip
 from .text import matching_bracket, replace_calls, split_args
+from .starts import init_as_fill_nest, reduction_split_by_hand
 from .updates import factors_commuted, is_order_free, update_commuted
 
 
@@ -366,6 +368,8 @@ REWRITES: dict[str, Callable[[str], str | None]] = {
     "operand_cast_as_stage": operand_cast_as_stage,
     "independent_nests_swapped": independent_nests_swapped,
     "intermediate_inlined": intermediate_inlined,
+    "init_as_fill_nest": init_as_fill_nest,
+    "reduction_split_by_hand": reduction_split_by_hand,
 }
 
 

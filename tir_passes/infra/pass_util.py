@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.tirx.transform import prim_func_pass
 
@@ -52,6 +53,18 @@ def replace_block(block: s_tir.SBlock, **changes) -> s_tir.SBlock:
     }
     fields.update(changes)
     return s_tir.SBlock(**fields)
+
+
+def with_block_regions(stmt, buffers: dict):
+    """`stmt` with every block's read and write regions computed again from its body (after a rewrite
+    changed what the blocks access); `buffers` maps each buffer the blocks touch to itself."""
+    def regions(block: s_tir.SBlock) -> s_tir.SBlock:
+        if block.name_hint == "root":
+            return block
+        reads, writes = s_tir.analysis.get_sblock_read_write_region(block, buffers)
+        return replace_block(block, reads=reads, writes=writes)
+
+    return tvm_ffi.structural_map(stmt, (s_tir.SBlock, regions))
 
 
 def top_level_statements(func: tirx.PrimFunc) -> list[tirx.Stmt]:
