@@ -166,10 +166,9 @@ def _partial_fill(diagonal: bool):
 def test_a_partial_fill_is_no_init(diagonal):
     """The fill stays a nest of its own (what it left unfilled keeps Y's incoming values); the sum is
     taken apart from Y and added to it after."""
-    kernel = compile_and_check(_partial_fill(diagonal), aot=False)
+    compile_and_check(_partial_fill(diagonal), aot=False)
     rewritten = CanonicalInits()(tvm.IRModule({"main": _partial_fill(diagonal)}))["main"].script()
     assert 'T.sblock("fill")' in rewritten and 'T.sblock("Y_combine")' in rewritten
-    assert kernel.source.count("@triton.jit") >= 1
 
 
 def test_an_update_under_a_predicate_or_of_no_steps_stays():

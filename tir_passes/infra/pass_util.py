@@ -67,6 +67,24 @@ def with_block_regions(stmt, buffers: dict):
     return tvm_ffi.structural_map(stmt, (s_tir.SBlock, regions))
 
 
+def pointwise_nest(target, value_at, reads: list, name: str, axes: list[tuple[str, str]] | None = None) -> tirx.For:
+    """`for v..: target[v..] = value_at(v..)`, one spatial block over the target's shape that reads the
+    buffers `reads` at the same element; its loops and block variables named by `axes` ((loop, variable)
+    per axis; default `i0, v0`, ...)."""
+    shape = target.shape
+    axes = axes or [(f"i{axis}", f"v{axis}") for axis in range(len(shape))]
+    loops = [tirx.Var(loop, str(dim.ty.dtype)) for (loop, _), dim in zip(axes, shape)]
+    ivs = [tirx.IterVar(tvm.ir.Range.from_min_extent(tirx.const(0, str(dim.ty.dtype)), dim),
+                        tirx.Var(var, str(dim.ty.dtype)), tirx.IterVar.DataPar) for (_, var), dim in zip(axes, shape)]
+    here = [iv.var for iv in ivs]
+    regions = [tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(v, 1) for v in here]) for buf in [*reads, target]]
+    block = s_tir.SBlock(ivs, regions[:-1], regions[-1:], name, tirx.BufferStore(target, value_at(here), here))
+    nest = s_tir.SBlockRealize(loops, True, block)
+    for loop, dim in reversed(list(zip(loops, shape))):
+        nest = tirx.For(loop, tirx.const(0, str(dim.ty.dtype)), dim, tirx.ForKind.SERIAL, nest)
+    return nest
+
+
 def top_level_statements(func: tirx.PrimFunc) -> list[tirx.Stmt]:
     """The statements directly under the root block (each one a kernel after tiling)."""
     body = root_block(func).body

@@ -88,7 +88,6 @@ def _holds_values(buffer, params: list, earlier: list) -> bool:
     return any(p.same_as(buffer) for p in params) or any(writes_buffer(stmt, buffer) for stmt in earlier)
 
 
-
 def canonical_inits(func: tirx.PrimFunc) -> tirx.PrimFunc:
     root = root_block(func)
     params = [p for p in func.params if tirx.is_buffer_var(p)]
@@ -123,4 +122,3 @@ def canonical_inits(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
 def CanonicalInits():
     return s_tir_pass("CanonicalInits", canonical_inits)
-

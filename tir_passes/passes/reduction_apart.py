@@ -12,17 +12,14 @@ does not read X (`update_of`).
 
 from __future__ import annotations
 
-import tvm
 from tvm import s_tir, sym, tirx
 
 from tir_passes.analyses.expressions import loads_of
 from tir_passes.analyses.nest import is_self_load, perfect_nest, unique_name
-from tir_passes.infra.pass_util import replace_block, static_int
+from tir_passes.infra.pass_util import pointwise_nest, replace_block, static_int
 
 DataPar = tirx.IterVar.DataPar
 UPDATES = {tirx.Add: "sum", tirx.Mul: "product", tirx.Max: "max", tirx.Min: "min"}
-
-
 INFINITE_FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
@@ -121,27 +118,6 @@ def _axis_names(realize: s_tir.SBlockRealize, store: tirx.BufferStore) -> list[t
     return names
 
 
-def _writing_nest(target, source, keep_old: bool, op: type, name: str, axes: list[tuple[str, str]]) -> tirx.For:
-    """`for v..: target[v..] = op(target[v..], source[v..])` (keep_old) or `= source[v..]`, one
-    spatial block over the shape, its loops and variables named `axes`."""
-    shape = target.shape
-    loops = [tirx.Var(loop, str(dim.ty.dtype)) for (loop, _), dim in zip(axes, shape)]
-    ivs = [tirx.IterVar(tvm.ir.Range.from_min_extent(tirx.const(0, str(dim.ty.dtype)), dim),
-                        tirx.Var(var, str(dim.ty.dtype)), DataPar) for (_, var), dim in zip(axes, shape)]
-    here = [iv.var for iv in ivs]
-    value = tirx.BufferLoad(source, here)
-    if keep_old:
-        value = op(tirx.BufferLoad(target, here), value)
-    target_region, source_region = (tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(v, 1) for v in here])
-                                    for buf in (target, source))
-    reads = [target_region, source_region] if keep_old else [source_region]
-    nest = s_tir.SBlockRealize(loops, True, s_tir.SBlock(ivs, reads, [target_region], name,
-                                                         tirx.BufferStore(target, value, here)))
-    for loop, dim in reversed(list(zip(loops, shape))):
-        nest = tirx.For(loop, tirx.const(0, str(dim.ty.dtype)), dim, tirx.ForKind.SERIAL, nest)
-    return nest
-
-
 def reduction_apart(stmt, buffer_names: set[str], block_names: set[str], keep_old: bool):
     """(the reduction nest into the new intermediate, the nest writing X after it, the intermediate).
     keep_old: X = X op X_op (the update's old value stays in the result); else X = X_op. Regions of
@@ -157,5 +133,10 @@ def reduction_apart(stmt, buffer_names: set[str], block_names: set[str], keep_ol
     init = tirx.BufferStore(apart, identity(op, str(target.dtype)), here)
     reduction = _into(stmt, replace_block(block, body=update, init=init))
     name = unique_name(f"{block.name_hint}_{'combine' if keep_old else 'copy'}", block_names)
-    writing = _writing_nest(target, apart, keep_old, op, name, _axis_names(realize, store))
+    if keep_old:
+        writing = pointwise_nest(target, lambda at: op(tirx.BufferLoad(target, at), tirx.BufferLoad(apart, at)),
+                                 [target, apart], name, _axis_names(realize, store))
+    else:
+        writing = pointwise_nest(target, lambda at: tirx.BufferLoad(apart, at), [apart], name,
+                                 _axis_names(realize, store))
     return reduction, writing, apart

@@ -48,8 +48,8 @@ from tir_passes.contracts.gemm_price import CONFIDENCE, LAUNCH_SECONDS
 from tir_passes.contracts.gpu_specs import GpuSpec, gpu_spec
 from tir_passes.contracts.rounding_record import OperandRounding, replayed, write_roundings
 from tir_passes.infra.dtypes import element_bytes
-from tir_passes.infra.pass_util import replace_block, root_block, s_tir_pass, static_int, top_level_statements, \
-    with_root_block
+from tir_passes.infra.pass_util import pointwise_nest, replace_block, root_block, s_tir_pass, static_int, \
+    top_level_statements, with_root_block
 
 NARROW = ("float16", "bfloat16")
 WIDEST_TILE = 256   # the widest output tile the tile model offers (tile_sizes.candidates_wide): the fewest re-reads
@@ -132,17 +132,8 @@ def _fresh(base: str, taken: set[str]) -> str:
 
 def _rounding_nest(source, rounded, name: str) -> tirx.For:
     """`for v...: rounded[v...] = cast(source[v...])`, one spatial block over the input's shape."""
-    loops = [tirx.Var(f"i{axis}", str(dim.ty.dtype)) for axis, dim in enumerate(source.shape)]
-    ivs = [tirx.IterVar(tvm.ir.Range.from_min_extent(tirx.const(0, str(dim.ty.dtype)), dim),
-                        tirx.Var(f"v{axis}", str(dim.ty.dtype)), tirx.IterVar.DataPar)
-           for axis, dim in enumerate(source.shape)]
-    here = [iv.var for iv in ivs]
-    body = tirx.BufferStore(rounded, tirx.Cast(str(rounded.dtype), tirx.BufferLoad(source, here)), here)
-    regions = [tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(v, 1) for v in here]) for buf in (source, rounded)]
-    nest = s_tir.SBlockRealize(loops, True, s_tir.SBlock(ivs, [regions[0]], [regions[1]], name, body))
-    for loop, dim in reversed(list(zip(loops, source.shape))):
-        nest = tirx.For(loop, tirx.const(0, str(dim.ty.dtype)), dim, tirx.ForKind.SERIAL, nest)
-    return nest
+    return pointwise_nest(rounded, lambda at: tirx.Cast(str(rounded.dtype), tirx.BufferLoad(source, at)), [source],
+                          name)
 
 
 def _reading_rounded(stmt, source, dtype: str, rounded):
